@@ -1,0 +1,27 @@
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError } from 'commander';
+import { registerServicesCommand } from './services/command.ts';
+import { SetupError } from './services/errors.ts';
+
+const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
+
+const program = new Command('aqueduct')
+  .description('Turns a firehose of notification events into a regulated stream of push notifications.')
+  .version(pkg.version)
+  .showHelpAfterError()
+  .exitOverride();
+
+registerServicesCommand(program);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (error) {
+  if (error instanceof CommanderError) process.exit(error.exitCode);
+  if (error instanceof SetupError) {
+    console.error(`aqueduct: ${error.message}`);
+    process.exit(2);
+  }
+  throw error;
+}

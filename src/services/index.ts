@@ -1,0 +1,175 @@
+import { Redis } from 'ioredis';
+import { redactUrl, SetupError } from './errors.ts';
+import { LocalKafka } from './kafka-local.ts';
+import { LocalRedis } from './redis-local.ts';
+
+export { SetupError } from './errors.ts';
+export { LocalKafka } from './kafka-local.ts';
+export { LocalRedis } from './redis-local.ts';
+
+/** Where a service came from. */
+export type ServiceSource = 'env' | 'local' | 'containers';
+
+/** Running Kafka and Redis, however they were obtained. */
+export interface Services {
+  kafkaBrokers: string[];
+  redisUrl: string;
+  source: { kafka: ServiceSource; redis: ServiceSource };
+  /** The local broker when this call started one (fault-injection runs stop and start it). */
+  localKafka?: LocalKafka;
+  /** The local redis-server when this call started one. */
+  localRedis?: LocalRedis;
+  /** Stops what this call started; leaves services given by the environment alone. */
+  stop(): Promise<void>;
+}
+
+/** Options of {@link startServices}. */
+export interface StartServicesOptions {
+  /** The environment to read `KAFKA_BROKERS`, `REDIS_URL` and `AQUEDUCT_TEST_RUNTIME` from. */
+  env?: NodeJS.ProcessEnv;
+  /** Progress messages. */
+  log?: (message: string) => void;
+}
+
+/**
+ * The one switch for where Kafka and Redis come from, used by the tests' global setup and by the demo:
+ *
+ * 1. `KAFKA_BROKERS` (comma-separated host:port) and `REDIS_URL` when set: those are used as they are;
+ * 2. else, with `AQUEDUCT_TEST_RUNTIME=containers` and a Docker engine: testcontainers starts them;
+ * 3. else: a local Kafka broker from the Maven jars and a private `redis-server`, on free ports.
+ *
+ * Each service is decided on its own, so `REDIS_URL` alone still starts a local broker.
+ */
+export async function startServices(options: StartServicesOptions = {}): Promise<Services> {
+  const env = options.env ?? process.env;
+  const log = options.log ?? (() => {});
+  const useContainers = env.AQUEDUCT_TEST_RUNTIME === 'containers';
+  const stoppers: Array<() => Promise<void>> = [];
+  const stop = async () => {
+    for (const stopOne of stoppers.reverse()) await stopOne().catch(() => {});
+  };
+
+  try {
+    let redisUrl: string;
+    let redisSource: ServiceSource;
+    let localRedis: LocalRedis | undefined;
+    if (env.REDIS_URL) {
+      redisUrl = env.REDIS_URL;
+      redisSource = 'env';
+      await assertRedisReachable(redisUrl);
+    } else if (useContainers) {
+      const container = await startRedisContainer();
+      redisUrl = container.url;
+      stoppers.push(container.stop);
+      redisSource = 'containers';
+    } else {
+      localRedis = await LocalRedis.start();
+      stoppers.push(() => localRedis?.dispose() ?? Promise.resolve());
+      redisUrl = localRedis.url;
+      redisSource = 'local';
+    }
+    log(`Redis ${redactUrl(redisUrl)} (${redisSource})`);
+
+    let kafkaBrokers: string[];
+    let kafkaSource: ServiceSource;
+    let localKafka: LocalKafka | undefined;
+    if (env.KAFKA_BROKERS) {
+      kafkaBrokers = parseBrokers(env.KAFKA_BROKERS);
+      kafkaSource = 'env';
+    } else if (useContainers) {
+      const container = await startKafkaContainer();
+      kafkaBrokers = container.brokers;
+      stoppers.push(container.stop);
+      kafkaSource = 'containers';
+    } else {
+      localKafka = await LocalKafka.start({ log });
+      stoppers.push(() => localKafka?.stop() ?? Promise.resolve());
+      kafkaBrokers = localKafka.brokers;
+      kafkaSource = 'local';
+    }
+    log(`Kafka ${kafkaBrokers.join(',')} (${kafkaSource})`);
+
+    return {
+      kafkaBrokers,
+      redisUrl,
+      source: { kafka: kafkaSource, redis: redisSource },
+      ...(localKafka ? { localKafka } : {}),
+      ...(localRedis ? { localRedis } : {}),
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** Parses `KAFKA_BROKERS` ("host:port,host:port"), failing clearly on anything else. */
+export function parseBrokers(value: string): string[] {
+  const brokers = value
+    .split(',')
+    .map((b) => b.trim())
+    .filter(Boolean);
+  const bad = brokers.find((b) => !/^[^\s:]+:\d{1,5}$/.test(b));
+  if (brokers.length === 0 || bad !== undefined) {
+    throw new SetupError(
+      `KAFKA_BROKERS must be a comma-separated list of host:port, got "${bad ?? value}".`,
+      'set KAFKA_BROKERS=host:9092[,host2:9092], or unset it to start a local broker.',
+    );
+  }
+  return brokers;
+}
+
+async function assertRedisReachable(url: string): Promise<void> {
+  const client = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 3000,
+  });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await client.ping();
+  } catch (error) {
+    throw new SetupError(
+      `Redis is unreachable at REDIS_URL=${redactUrl(url)}: ${(error as Error).message}`,
+      'start Redis there (or correct the URL and its password), or unset REDIS_URL to let Aqueduct start a private redis-server.',
+      { cause: error },
+    );
+  } finally {
+    client.disconnect();
+  }
+}
+
+// testcontainers is a development dependency used only where a Docker engine exists; it is imported
+// lazily so that the default path does not load it at all.
+async function startRedisContainer(): Promise<{ url: string; stop: () => Promise<void> }> {
+  const { RedisContainer } = await import('@testcontainers/redis').catch(noContainers);
+  const container = await new RedisContainer('redis:7-alpine').start().catch(noDocker);
+  return { url: container.getConnectionUrl(), stop: async () => void (await container.stop()) };
+}
+
+async function startKafkaContainer(): Promise<{ brokers: string[]; stop: () => Promise<void> }> {
+  const { KafkaContainer } = await import('@testcontainers/kafka').catch(noContainers);
+  const container = await new KafkaContainer('apache/kafka:3.9.1').withKraft().start().catch(noDocker);
+  return {
+    brokers: [`${container.getHost()}:${container.getMappedPort(9093)}`],
+    stop: async () => void (await container.stop()),
+  };
+}
+
+function noContainers(error: unknown): never {
+  throw new SetupError(
+    'AQUEDUCT_TEST_RUNTIME=containers needs the testcontainers packages, which are not installed.',
+    'run npm install (with development dependencies), or unset AQUEDUCT_TEST_RUNTIME.',
+    { cause: error },
+  );
+}
+
+function noDocker(error: unknown): never {
+  throw new SetupError(
+    `AQUEDUCT_TEST_RUNTIME=containers, but no container could be started: ${(error as Error).message}`,
+    'start a Docker engine, or unset AQUEDUCT_TEST_RUNTIME to use the local Kafka broker and redis-server.',
+    { cause: error },
+  );
+}

@@ -1,0 +1,273 @@
+import { execFile } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { homedir, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import getPort from 'get-port';
+import { Kafka, logLevel } from 'kafkajs';
+import { SetupError } from './errors.ts';
+import { assertPortFree } from './ports.ts';
+import { spawnTied, type TiedProcess, which } from './process.ts';
+
+const KAFKA_DIR = resolve(fileURLToPath(new URL('../../kafka/', import.meta.url)));
+const POM = join(KAFKA_DIR, 'pom.xml');
+
+/** Options of {@link LocalKafka.start}. */
+export interface LocalKafkaOptions {
+  /** Client port of the broker. Default: a free port. */
+  port?: number;
+  /** Controller (KRaft quorum) port. Default: a free port. */
+  controllerPort?: number;
+  /** Where the broker keeps its log segments. Default: a fresh temporary folder, removed on stop. */
+  dataDir?: string;
+  /** Maximum JVM heap in MiB. Default 768: enough for tests and the demo on a 2-core machine. */
+  heapMb?: number;
+  /** Extra `server.properties` entries, e.g. for a SASL listener. */
+  properties?: Record<string, string>;
+  /** How long to wait for the broker to answer a metadata request. Default 90 s. */
+  readyTimeoutMs?: number;
+  /** Progress messages ("fetching Kafka jars…"). Default: silent. */
+  log?: (message: string) => void;
+}
+
+/**
+ * A real Apache Kafka broker (single node, KRaft: broker and controller in one process) run from the
+ * Maven Central jars. The jars are fetched once into Maven's local repository, which every clone of
+ * this project and every later run reuses; the resolved classpath is remembered in ~/.cache/aqueduct.
+ */
+export class LocalKafka {
+  readonly brokers: string[];
+  readonly logFile: string;
+  private readonly process: TiedProcess;
+  private readonly ownedDataDir: string | undefined;
+
+  private constructor(
+    brokers: string[],
+    logFile: string,
+    process: TiedProcess,
+    ownedDataDir: string | undefined,
+  ) {
+    this.brokers = brokers;
+    this.logFile = logFile;
+    this.process = process;
+    this.ownedDataDir = ownedDataDir;
+  }
+
+  static async start(options: LocalKafkaOptions = {}): Promise<LocalKafka> {
+    const log = options.log ?? (() => {});
+    const java = await which('java');
+    if (!java) {
+      throw new SetupError(
+        'Java was not found on PATH: the local Kafka broker runs on the JVM.',
+        'install a JDK 17 or newer (Debian: apt-get install openjdk-17-jre-headless), or set KAFKA_BROKERS to use a broker you already run.',
+      );
+    }
+    const classpath = await kafkaClasspath(log);
+
+    const port = options.port ?? (await getPort({ host: '127.0.0.1' }));
+    const controllerPort = options.controllerPort ?? (await getPort({ host: '127.0.0.1', exclude: [port] }));
+    await assertPortFree(port, 'Kafka broker port');
+    await assertPortFree(controllerPort, 'Kafka controller port');
+
+    const ownedDataDir = options.dataDir ? undefined : await mkdtemp(join(tmpdir(), 'aqueduct-kafka-'));
+    const dataDir = options.dataDir ?? (ownedDataDir as string);
+    await mkdir(dataDir, { recursive: true });
+    const configFile = join(dataDir, 'server.properties');
+    const logFile = join(dataDir, 'broker.log');
+    await writeFile(
+      configFile,
+      serverProperties({ port, controllerPort, dataDir, extra: options.properties }),
+    );
+
+    const jvm = [
+      `-Xmx${options.heapMb ?? 768}m`,
+      '-Xms128m',
+      // Small, single-node broker: a short-pause collector and fast start matter more than throughput.
+      '-XX:+UseSerialGC',
+      '-XX:TieredStopAtLevel=1',
+      '-Djava.awt.headless=true',
+      `-Dlog4j.configuration=file:${join(KAFKA_DIR, 'log4j.properties')}`,
+      '-cp',
+      classpath,
+    ];
+    const started = Date.now();
+    if (!existsSync(join(dataDir, 'meta.properties'))) {
+      await run(java, [
+        ...jvm,
+        'kafka.tools.StorageTool',
+        'format',
+        '-t',
+        kafkaClusterId(),
+        '-c',
+        configFile,
+      ]);
+    }
+    const proc = spawnTied(java, [...jvm, 'kafka.Kafka', configFile], logFile);
+    const brokers = [`127.0.0.1:${port}`];
+    const kafka = new LocalKafka(brokers, logFile, proc, ownedDataDir);
+    try {
+      await kafka.waitUntilReady(options.readyTimeoutMs ?? 90_000);
+    } catch (error) {
+      await kafka.stop();
+      throw error;
+    }
+    log(`Kafka ${brokers[0]} ready in ${((Date.now() - started) / 1000).toFixed(1)} s (log: ${logFile})`);
+    return kafka;
+  }
+
+  /** Waits until a metadata request succeeds, or fails with the tail of the broker's log. */
+  private async waitUntilReady(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    const admin = new Kafka({
+      clientId: 'aqueduct-readiness',
+      brokers: this.brokers,
+      logLevel: logLevel.NOTHING,
+      retry: { retries: 0 },
+      connectionTimeout: 1000,
+    }).admin();
+    try {
+      while (Date.now() < deadline) {
+        if (!this.process.isRunning()) {
+          throw new SetupError(
+            `the Kafka broker exited during start-up:\n${await tail(this.logFile)}`,
+            'read the broker log above; a busy port or a full disk are the usual causes.',
+          );
+        }
+        try {
+          await admin.connect();
+          const cluster = await admin.describeCluster();
+          if (cluster.brokers.length > 0 && cluster.controller !== null) return;
+        } catch {
+          // not up yet
+        }
+        await sleep(250);
+      }
+    } finally {
+      await admin.disconnect().catch(() => {});
+    }
+    throw new SetupError(
+      `the Kafka broker did not answer a metadata request within ${timeoutMs / 1000} s:\n${await tail(this.logFile)}`,
+      'check the broker log above; on a very slow machine raise readyTimeoutMs.',
+    );
+  }
+
+  get pid(): number {
+    return this.process.pid;
+  }
+
+  /** Stops the broker (controlled shutdown) and removes its data when it was a temporary folder. */
+  async stop(): Promise<void> {
+    await this.process.stop(20_000);
+    if (this.ownedDataDir) await rm(this.ownedDataDir, { recursive: true, force: true });
+  }
+
+  /** Kills the broker at once (no controlled shutdown): for fault-injection runs. */
+  async kill(): Promise<void> {
+    await this.process.stop(0);
+  }
+}
+
+function serverProperties(p: {
+  port: number;
+  controllerPort: number;
+  dataDir: string;
+  extra: Record<string, string> | undefined;
+}): string {
+  const props: Record<string, string> = {
+    'process.roles': 'broker,controller',
+    'node.id': '1',
+    'controller.quorum.voters': `1@127.0.0.1:${p.controllerPort}`,
+    listeners: `PLAINTEXT://127.0.0.1:${p.port},CONTROLLER://127.0.0.1:${p.controllerPort}`,
+    'advertised.listeners': `PLAINTEXT://127.0.0.1:${p.port}`,
+    'controller.listener.names': 'CONTROLLER',
+    'inter.broker.listener.name': 'PLAINTEXT',
+    'listener.security.protocol.map': 'CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT',
+    'log.dirs': join(p.dataDir, 'logs'),
+    'num.partitions': '1',
+    'default.replication.factor': '1',
+    'offsets.topic.replication.factor': '1',
+    'offsets.topic.num.partitions': '10',
+    'transaction.state.log.replication.factor': '1',
+    'transaction.state.log.min.isr': '1',
+    // Tests and the demo start consumers in quick succession; do not hold the first rebalance back.
+    'group.initial.rebalance.delay.ms': '0',
+    'auto.create.topics.enable': 'false',
+    'log.retention.hours': '2',
+    'log.segment.bytes': String(64 * 1024 * 1024),
+    ...p.extra,
+  };
+  return `${Object.entries(props)
+    .map(([key, value]) => `${key}=${value}`)
+    .join('\n')}\n`;
+}
+
+/** A Kafka cluster id: 16 random bytes, base64url without padding (what `kafka-storage random-uuid` prints). */
+function kafkaClusterId(): string {
+  return randomBytes(16).toString('base64url');
+}
+
+/**
+ * The JVM classpath of the Kafka broker, resolved by Maven from kafka/pom.xml. Maven's local
+ * repository is the jar cache; ~/.cache/aqueduct remembers the resolved list (keyed by the pom's hash)
+ * so that a start needs no Maven at all once the jars are there.
+ */
+export async function kafkaClasspath(log: (message: string) => void = () => {}): Promise<string> {
+  const pom = await readFile(POM);
+  const key = createHash('sha256').update(pom).digest('hex').slice(0, 16);
+  const cacheDir = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'aqueduct');
+  const cacheFile = join(cacheDir, `kafka-classpath-${key}.txt`);
+  if (existsSync(cacheFile)) {
+    const cached = (await readFile(cacheFile, 'utf8')).trim();
+    if (cached.split(':').every((jar) => existsSync(jar))) return cached;
+  }
+  const mvn = await which('mvn');
+  if (!mvn) {
+    throw new SetupError(
+      'Maven (mvn) was not found on PATH: it fetches the Kafka broker jars the first time.',
+      'install Maven (Debian: apt-get install maven), or set KAFKA_BROKERS to use a broker you already run.',
+    );
+  }
+  await mkdir(cacheDir, { recursive: true });
+  const outFile = `${cacheFile}.${process.pid}.tmp`;
+  const goal = ['-B', '-q', '-f', POM, 'dependency:build-classpath', `-Dmdep.outputFile=${outFile}`];
+  try {
+    // Offline first: after the first fetch everything is in the local repository.
+    await run(mvn, ['-o', ...goal]);
+  } catch {
+    log('Fetching the Kafka broker jars with Maven (once; about 50 MB)…');
+    try {
+      await run(mvn, goal);
+    } catch (error) {
+      throw new SetupError(
+        `Maven could not fetch the Kafka jars: ${(error as Error).message.split('\n').slice(0, 8).join('\n')}`,
+        'check that Maven can reach its central repository (proxy settings in ~/.m2/settings.xml), or set KAFKA_BROKERS to use a broker you already run.',
+        { cause: error },
+      );
+    }
+  }
+  const classpath = (await readFile(outFile, 'utf8')).trim();
+  await rm(outFile, { force: true });
+  await writeFile(cacheFile, classpath);
+  return classpath;
+}
+
+function run(command: string, args: string[]): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    execFile(command, args, { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      if (error)
+        reject(new Error(`${command} ${args.at(-1) ?? ''} failed: ${stderr || stdout || error.message}`));
+      else resolvePromise(stdout);
+    });
+  });
+}
+
+async function tail(file: string, lines = 30): Promise<string> {
+  try {
+    return (await readFile(file, 'utf8')).trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no broker log)';
+  }
+}
