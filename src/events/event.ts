@@ -1,0 +1,84 @@
+import { z } from 'zod';
+
+/**
+ * The notification event, contract v1: what producers publish to the topic and what the consumer
+ * validates before any other work. `schemas/event-v1.schema.json` is generated from this definition
+ * (`npm run schema`) and a test keeps the two identical.
+ */
+
+/** Limits enforced before any work is done on an event. Both providers cap a payload at 4 KiB. */
+export const EVENT_LIMITS = {
+  /** Largest accepted Kafka message value, in bytes. */
+  maxMessageBytes: 16 * 1024,
+  idLength: 128,
+  tokenLength: 512,
+  titleLength: 256,
+  bodyLength: 2048,
+  maxDataEntries: 32,
+  dataKeyLength: 64,
+  dataValueLength: 1024,
+  tenantLength: 64,
+  collapseKeyLength: 64,
+  /** FCM and APNs both keep an undelivered notification at most 28 days. */
+  maxTtlSeconds: 28 * 24 * 3600,
+} as const;
+
+const L = EVENT_LIMITS;
+
+export const SCHEMA_VERSION = 1;
+
+const text = (max: number) => z.string().min(1).max(max);
+
+export const notificationEventSchema = z
+  .object({
+    schemaVersion: z
+      .literal(SCHEMA_VERSION)
+      .optional()
+      .describe('Contract version; absent means 1. Any other value is dead-lettered, never guessed at.'),
+    id: text(L.idLength)
+      .regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces')
+      .describe(
+        'Unique event id: the idempotency key (a redelivered event with the same id is pushed once).',
+      ),
+    platform: z.enum(['fcm', 'apns']).describe('Which push provider delivers it.'),
+    token: text(L.tokenLength).describe('The device registration token. Never logged.'),
+    notification: z
+      .object({
+        title: z.string().max(L.titleLength),
+        body: z.string().max(L.bodyLength),
+      })
+      .strict(),
+    data: z
+      .record(z.string().min(1).max(L.dataKeyLength), z.string().max(L.dataValueLength))
+      .refine((d) => Object.keys(d).length <= L.maxDataEntries, `at most ${L.maxDataEntries} entries`)
+      .optional()
+      .describe('Custom key/value data delivered to the app.'),
+    tenant: text(L.tenantLength)
+      .regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, dot, dash, underscore')
+      .optional()
+      .describe('Who sent it; a tenant gets its own rate cap inside the provider limit.'),
+    priority: z.enum(['high', 'normal']).default('normal'),
+    ttlSeconds: z.number().int().min(0).max(L.maxTtlSeconds).optional(),
+    collapseKey: text(L.collapseKeyLength).optional(),
+    createdAt: z.iso
+      .datetime({ offset: true })
+      .optional()
+      .describe('When the producer created the event (RFC 3339).'),
+  })
+  .strict();
+
+/** A validated event, with defaults applied. */
+export type NotificationEvent = z.output<typeof notificationEventSchema>;
+/** What a producer writes (defaults may be left out). */
+export type NotificationEventInput = z.input<typeof notificationEventSchema>;
+export type Platform = NotificationEvent['platform'];
+export const PLATFORMS: readonly Platform[] = ['fcm', 'apns'];
+
+/** The JSON Schema (draft 2020-12) of the contract, as committed in schemas/event-v1.schema.json. */
+export function eventJsonSchema(): Record<string, unknown> {
+  return {
+    $id: 'https://aqueduct.dev/schemas/event-v1.schema.json',
+    title: 'Aqueduct notification event v1',
+    ...z.toJSONSchema(notificationEventSchema, { io: 'input', target: 'draft-2020-12' }),
+  };
+}
