@@ -1,0 +1,55 @@
+/**
+ * A call to the limiter was malformed: a rate that is not a positive finite number, a capacity below 1,
+ * a negative or fractional token count, buckets whose names do not share a hash tag, and so on. Retrying
+ * the same call cannot succeed, so `retriable` is false; `argument` names what to fix.
+ */
+export class LimiterArgumentError extends Error {
+  override readonly name = 'LimiterArgumentError';
+  /** The argument at fault: `buckets`, `name`, `rate`, `capacity`, `n`, `waitFor`, `retryAfterMs`, … */
+  readonly argument: string;
+  readonly retriable = false;
+
+  constructor(argument: string, message: string) {
+    super(message);
+    this.argument = argument;
+  }
+}
+
+/**
+ * Redis could not answer the limiter: a connection error, a timeout, or an error reply that is not one
+ * of the limiter's own argument errors. Retrying later may succeed (`retriable` is true). Whether the
+ * caller pauses (fail closed, the default) or sends anyway (fail open) is `LimiterOptions.failurePolicy`.
+ */
+export class LimiterUnavailableError extends Error {
+  override readonly name = 'LimiterUnavailableError';
+  readonly retriable = true;
+  /** The limiter operation that failed. */
+  readonly operation: 'acquire' | 'refund' | 'blockUntil' | 'inspect';
+
+  constructor(
+    operation: LimiterUnavailableError['operation'],
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`limiter ${operation} failed, Redis unavailable: ${message}`, options);
+    this.operation = operation;
+  }
+}
+
+const ARGUMENT_REPLY = /^AQUEDUCT_ARGUMENT (\S+) ([\s\S]*)$/;
+
+/**
+ * Maps whatever a limiter call to Redis threw to the limiter's typed errors: the scripts' own
+ * `AQUEDUCT_ARGUMENT <argument> <message>` error replies become {@link LimiterArgumentError}, everything
+ * else (connection errors, timeouts, other error replies) {@link LimiterUnavailableError}.
+ */
+export function toLimiterError(
+  error: unknown,
+  operation: LimiterUnavailableError['operation'],
+): LimiterArgumentError | LimiterUnavailableError {
+  if (error instanceof LimiterArgumentError || error instanceof LimiterUnavailableError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const argument = ARGUMENT_REPLY.exec(message);
+  if (argument) return new LimiterArgumentError(argument[1] as string, `${argument[1]} ${argument[2]}`);
+  return new LimiterUnavailableError(operation, message, { cause: error });
+}
