@@ -11,5 +11,6 @@ export type {
   BucketState,
   FailurePolicy,
   LimiterOptions,
+  RefundResult,
 } from './limiter.ts';
 export { TokenBucketLimiter } from './limiter.ts';

@@ -57,6 +57,14 @@ export interface AcquireResult {
   failedOpen: boolean;
 }
 
+/** The answer to a refund. */
+export interface RefundResult {
+  /** Tokens in each bucket after the refund (in the order given), fractions preserved. */
+  tokensLeft: number[];
+  /** The Redis server time of the refund, µs since the epoch. */
+  serverTimeUs: number;
+}
+
 /** A bucket as `aqueduct inspect` shows it. */
 export interface BucketState {
   name: string;
@@ -221,11 +229,8 @@ export class TokenBucketLimiter {
     });
   }
 
-  /**
-   * Gives `n` unused tokens back to every bucket, never above a bucket's capacity.
-   * @returns the tokens now in each bucket
-   */
-  async refund(buckets: BucketSpec[], n: number): Promise<number[]> {
+  /** Gives `n` unused tokens back to every bucket, never above a bucket's capacity. */
+  async refund(buckets: BucketSpec[], n: number): Promise<RefundResult> {
     const keys = this.keysOf(buckets);
     if (!Number.isInteger(n) || n < 0)
       throw new LimiterArgumentError('n', `n must be an integer >= 0, got ${n}`);
@@ -233,7 +238,7 @@ export class TokenBucketLimiter {
     for (const bucket of buckets) args.push(bucket.rate, bucket.capacity);
     try {
       const reply = await this.withTimeout(this.refundScript(...args), 'refund');
-      return reply.slice(1).map(Number);
+      return { tokensLeft: reply.slice(1).map(Number), serverTimeUs: Number(reply[0]) };
     } catch (error) {
       throw toLimiterError(error, 'refund');
     }
