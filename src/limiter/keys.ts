@@ -64,7 +64,7 @@ export function bucketKeys(prefix: string, names: readonly string[]): string[] {
       );
     }
     if (names.indexOf(name) !== i) {
-      throw new LimiterArgumentError('buckets', `bucket "${name}" is named twice in one call`);
+      throw new LimiterArgumentError('buckets', `buckets name "${name}" twice in one call`);
     }
   }
   return keys;
