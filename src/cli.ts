@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
+import { registerInspectCommand } from './inspect/command.ts';
 import { registerServicesCommand } from './services/command.ts';
 import { SetupError } from './services/errors.ts';
 
@@ -13,6 +14,7 @@ const program = new Command('aqueduct')
   .showHelpAfterError()
   .exitOverride();
 
+registerInspectCommand(program);
 registerServicesCommand(program);
 
 try {

@@ -1,0 +1,112 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Command, InvalidArgumentError } from 'commander';
+import { Redis } from 'ioredis';
+import { TokenBucketLimiter } from '../limiter/index.ts';
+import { redactUrl, SetupError } from '../services/errors.ts';
+import { formatBucketTable, type InspectSnapshot } from './format.ts';
+
+const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+const CLEAR_SCREEN = '\x1b[2J\x1b[H';
+
+interface InspectOptions {
+  json?: boolean;
+  watch?: boolean;
+  interval: number;
+  prefix: string;
+}
+
+/**
+ * `aqueduct inspect [pattern]`: every limiter bucket with its tokens now (refilled to the Redis server's
+ * current time by a read-only script, not the stale stored level), rate, capacity, block-until and TTL.
+ * Reads `REDIS_URL`; finds buckets with SCAN (never KEYS), so it is safe on a busy production Redis.
+ */
+export function registerInspectCommand(program: Command): void {
+  program
+    .command('inspect')
+    .description('show the limiter buckets as they are now: tokens, rate, capacity, blocked-until, TTL')
+    .argument('[pattern]', 'glob on bucket names (* ? [abc]), e.g. "fcm*" or "fcm:tenant:*"', '*')
+    .option('--json', 'print JSON (with --watch: one JSON document per line)')
+    .option('--watch', 'refresh until Ctrl-C')
+    .option('--interval <ms>', 'refresh interval of --watch in ms', parseInterval, 1000)
+    .option('--prefix <keyPrefix>', 'the limiter key prefix (LimiterOptions.keyPrefix)', 'aqueduct')
+    .addHelpText('after', `\nRedis: $REDIS_URL (default ${DEFAULT_REDIS_URL}).`)
+    .action(async (pattern: string, options: InspectOptions) => {
+      await runInspect(pattern, options);
+    });
+}
+
+function parseInterval(value: string): number {
+  const ms = Number(value);
+  if (!Number.isInteger(ms) || ms < 50)
+    throw new InvalidArgumentError('must be an integer number of ms >= 50.');
+  return ms;
+}
+
+async function runInspect(pattern: string, options: InspectOptions): Promise<void> {
+  const url = process.env.REDIS_URL || DEFAULT_REDIS_URL;
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: 3000,
+    maxRetriesPerRequest: 1,
+    // A one-shot inspect fails at once; --watch keeps trying and shows the error meanwhile.
+    ...(options.watch ? {} : { retryStrategy: () => null }),
+  });
+  redis.on('error', () => {}); // reported where a command fails
+  try {
+    await redis.connect();
+  } catch (error) {
+    redis.disconnect();
+    throw new SetupError(
+      `Redis is unreachable at REDIS_URL=${redactUrl(url)}: ${(error as Error).message}`,
+      'start Redis there, or set REDIS_URL to the Redis the consumers use.',
+      { cause: error },
+    );
+  }
+  const limiter = new TokenBucketLimiter(redis, { keyPrefix: options.prefix, timeoutMs: 5000 });
+  const snapshot = async (): Promise<InspectSnapshot> => {
+    const buckets = await limiter.inspect(pattern);
+    const [seconds, micros] = await redis.time();
+    return {
+      keyPrefix: options.prefix,
+      pattern,
+      serverTimeMs: Number(seconds) * 1000 + Number(micros) / 1000,
+      buckets,
+    };
+  };
+
+  try {
+    if (!options.watch) {
+      const shot = await snapshot();
+      process.stdout.write(
+        options.json ? `${JSON.stringify(shot, null, 2)}\n` : `${formatBucketTable(shot)}\n`,
+      );
+      return;
+    }
+    const stopped = new AbortController();
+    const stop = () => stopped.abort();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    try {
+      while (!stopped.signal.aborted) {
+        let frame: string;
+        try {
+          const shot = await snapshot();
+          frame = options.json
+            ? JSON.stringify(shot)
+            : `${CLEAR_SCREEN}aqueduct inspect "${pattern}" on ${redactUrl(url)}, Redis time ${new Date(shot.serverTimeMs).toISOString()}, every ${options.interval} ms (Ctrl-C to stop)\n\n${formatBucketTable(shot)}`;
+        } catch (error) {
+          frame = options.json
+            ? JSON.stringify({ error: (error as Error).message })
+            : `${CLEAR_SCREEN}aqueduct inspect: ${(error as Error).message} (retrying every ${options.interval} ms)`;
+        }
+        process.stdout.write(`${frame}\n`);
+        await sleep(options.interval, undefined, { signal: stopped.signal }).catch(() => {});
+      }
+    } finally {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+    }
+  } finally {
+    redis.disconnect();
+  }
+}
