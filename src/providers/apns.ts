@@ -1,0 +1,147 @@
+import { randomUUID } from 'node:crypto';
+import diagnosticsChannel from 'node:diagnostics_channel';
+import apn from '@parse/node-apn';
+import type { NotificationEvent } from '../events/event.ts';
+import { classifyApnsFailure, describeApnsFailure } from './apns-classification.ts';
+import { ConcurrencyLimit, mapBounded } from './concurrency.ts';
+import type { Endpoint } from './endpoint.ts';
+import { ProviderConfigError } from './errors.ts';
+import { scrub } from './fcm.ts';
+import { EVENT_ID_DATA_KEY, type PushOutcome, type PushProvider, type PushRequest } from './types.ts';
+
+/** Options of {@link ApnsProvider}. */
+export interface ApnsProviderOptions {
+  /** The .p8 signing key, PEM text (the contents of APNS_KEY_FILE). */
+  keyPem: string;
+  /** The key's 10-character id (APNS_KEY_ID). */
+  keyId: string;
+  /** The Apple developer team id (APNS_TEAM_ID). */
+  teamId: string;
+  /** The app's bundle id, sent as `apns-topic` (APNS_TOPIC). */
+  topic: string;
+  /** api.push.apple.com when true, api.sandbox.push.apple.com otherwise (APNS_PRODUCTION). */
+  production: boolean;
+  /** An APNs HTTP/2 server to use instead of Apple's (APNS_ENDPOINT, already parsed). */
+  endpoint?: Endpoint;
+  /** PEM certificate(s) to trust for TLS (the contents of APNS_CA_FILE); default: Node's CA store. */
+  caPem?: string;
+  /** Requests in flight at once, across all concurrent `send` calls of this provider. Default 64. */
+  maxInFlight?: number;
+  /** How long to wait for an answer before the push counts as a transient failure. Default 5000 ms. */
+  requestTimeoutMs?: number;
+}
+
+interface FinishMessage {
+  stream: { sentHeaders?: Record<string, unknown> };
+  headers: Record<string, unknown>;
+}
+
+/**
+ * APNs through @parse/node-apn: token authentication (a .p8 key), one HTTP/2 connection, one request
+ * per push.
+ *
+ * node-apn retries 429 and 5xx itself, immediately, up to `connectionRetryLimit` times; that is switched
+ * off (`connectionRetryLimit: 0`) so that every attempt passes Aqueduct's token bucket. node-apn also
+ * never reports Retry-After (it reads the header under a name HTTP/2 never uses, then deletes it), so the
+ * provider reads it from Node's `http2.client.stream.finish` diagnostics channel, matching the answer to
+ * its push by the `apns-id` it gave the push.
+ */
+export class ApnsProvider implements PushProvider {
+  readonly platform = 'apns' as const;
+  private readonly provider: apn.Provider;
+  private readonly topic: string;
+  private readonly limit: ConcurrencyLimit;
+  /** apns-id of pushes in flight → the Retry-After of their answer, once one came with it. */
+  private readonly pending = new Map<string, string | undefined>();
+  private readonly onFinish = (message: unknown) => {
+    if (this.pending.size === 0) return;
+    const { stream, headers } = message as FinishMessage;
+    const retryAfter = headers['retry-after'];
+    if (retryAfter === undefined) return;
+    const id = stream.sentHeaders?.['apns-id'];
+    if (typeof id === 'string' && this.pending.has(id)) this.pending.set(id, String(retryAfter));
+  };
+
+  constructor(options: ApnsProviderOptions) {
+    this.topic = options.topic;
+    this.limit = new ConcurrencyLimit(options.maxInFlight ?? 64);
+    try {
+      this.provider = new apn.Provider({
+        token: { key: options.keyPem, keyId: options.keyId, teamId: options.teamId },
+        production: options.production,
+        ...(options.endpoint ? { address: options.endpoint.host, port: options.endpoint.port } : {}),
+        ...(options.caPem ? { ca: [options.caPem] } : {}),
+        connectionRetryLimit: 0,
+        requestTimeout: options.requestTimeoutMs ?? 5000,
+      });
+    } catch (error) {
+      // node-apn signs a first token right away: a bad key fails here.
+      throw new ProviderConfigError(
+        'apns',
+        'cannot sign a provider token with APNS_KEY_FILE / APNS_KEY_ID / APNS_TEAM_ID',
+        {
+          setting: 'APNS_KEY_FILE',
+          cause: error,
+        },
+      );
+    }
+    diagnosticsChannel.subscribe('http2.client.stream.finish', this.onFinish);
+  }
+
+  send(batch: readonly PushRequest[]): Promise<PushOutcome[]> {
+    return mapBounded(batch, this.limit, (request) => this.sendOne(request.event));
+  }
+
+  private async sendOne(event: NotificationEvent): Promise<PushOutcome> {
+    const notification = toApnsNotification(event, this.topic);
+    const id = notification.id;
+    this.pending.set(id, undefined);
+    try {
+      const { sent, failed } = await this.provider.send(notification, event.token);
+      const ok = sent[0] as (apn.ResponseSent & { 'apns-id'?: string }) | undefined;
+      if (ok) return { kind: 'delivered', messageId: ok['apns-id'] ?? id, httpStatus: 200 };
+      return scrub(classifyApnsFailure(describeApnsFailure(failed[0], this.pending.get(id))), event.token);
+    } catch (error) {
+      return scrub(classifyApnsFailure(describeApnsFailure({ error })), event.token);
+    } finally {
+      this.pending.delete(id);
+    }
+  }
+
+  async close(): Promise<void> {
+    diagnosticsChannel.unsubscribe('http2.client.stream.finish', this.onFinish);
+    // node-apn's shutdown returns nothing to await (despite its typings); its callback runs once the
+    // HTTP/2 session has closed.
+    await new Promise<void>((resolve) => {
+      this.provider.shutdown(resolve);
+    });
+  }
+}
+
+/**
+ * The APNs request for an event: an alert with title and body, the event's data as custom keys next to
+ * `aps` (with the event id), and the delivery headers: priority 10 (high) or 5, expiration from the TTL,
+ * collapse id, topic, push type `alert`, and a fresh `apns-id`.
+ */
+export function toApnsNotification(
+  event: NotificationEvent,
+  topic: string,
+  nowMs: number = Date.now(),
+): apn.Notification {
+  const notification = new apn.Notification();
+  notification.rawPayload = {
+    ...event.data,
+    [EVENT_ID_DATA_KEY]: event.id,
+    aps: { alert: { title: event.notification.title, body: event.notification.body } },
+  };
+  notification.id = randomUUID();
+  notification.topic = topic;
+  notification.pushType = 'alert';
+  notification.priority = event.priority === 'high' ? 10 : 5;
+  // apns-expiration is a UNIX time; 0 means "deliver now or never", which is what a TTL of 0 asks for.
+  if (event.ttlSeconds !== undefined) {
+    notification.expiry = event.ttlSeconds === 0 ? 0 : Math.floor(nowMs / 1000) + event.ttlSeconds;
+  }
+  if (event.collapseKey !== undefined) notification.collapseId = event.collapseKey;
+  return notification;
+}

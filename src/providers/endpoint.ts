@@ -1,0 +1,89 @@
+import https from 'node:https';
+import type { Socket } from 'node:net';
+import { isIP } from 'node:net';
+import tls from 'node:tls';
+import type { Platform } from '../events/event.ts';
+import { ProviderConfigError } from './errors.ts';
+
+/** Where an endpoint override points: an FCM HTTP v1 or APNs HTTP/2 server other than Google's or Apple's. */
+export interface Endpoint {
+  host: string;
+  port: number;
+  /** TLS SNI and certificate name: the host, unless it is an IP address (SNI carries names only). */
+  servername: string | undefined;
+}
+
+/** Parses `https://host[:port]` (FCM_ENDPOINT, APNS_ENDPOINT). Anything else is a configuration error. */
+export function parseEndpoint(platform: Platform, value: string, setting: string): Endpoint {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch (error) {
+    throw new ProviderConfigError(platform, `${setting} is not a URL (expected https://host:port)`, {
+      setting,
+      cause: error,
+    });
+  }
+  if (url.protocol !== 'https:') {
+    throw new ProviderConfigError(
+      platform,
+      `${setting} must be an https:// URL (both protocols run over TLS)`,
+      { setting },
+    );
+  }
+  if ((url.pathname !== '/' && url.pathname !== '') || url.search || url.username || url.password) {
+    throw new ProviderConfigError(
+      platform,
+      `${setting} must be https://host:port with no path, query or user`,
+      { setting },
+    );
+  }
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  const port = url.port === '' ? 443 : Number(url.port);
+  return { host, port, servername: isIP(host) === 0 ? host : undefined };
+}
+
+/**
+ * An `https.Agent` for firebase-admin's `httpAgent` option. firebase-admin always addresses
+ * `https://fcm.googleapis.com/...`; with an override every connection is dialled to the override
+ * instead, verified against `ca` (when given) and the override's own name, so the requests (and their
+ * `Host: fcm.googleapis.com` header) reach the other server unchanged. Without an override it is a
+ * plain keep-alive agent. Either way `maxSockets` is the number of requests in flight: firebase-admin's
+ * HTTP/1.1 transport sends one request per socket and queues the rest in the agent.
+ */
+export function createFcmAgent(options: {
+  endpoint?: Endpoint;
+  caPem?: string;
+  maxInFlight: number;
+}): https.Agent {
+  const agentOptions: https.AgentOptions = {
+    keepAlive: true,
+    maxSockets: options.maxInFlight,
+    maxFreeSockets: options.maxInFlight,
+  };
+  const { endpoint, caPem } = options;
+  if (!endpoint) return new https.Agent(caPem ? { ...agentOptions, ca: caPem } : agentOptions);
+  return new EndpointOverrideAgent(agentOptions, endpoint, caPem);
+}
+
+class EndpointOverrideAgent extends https.Agent {
+  private readonly endpoint: Endpoint;
+  private readonly caPem: string | undefined;
+
+  constructor(options: https.AgentOptions, endpoint: Endpoint, caPem: string | undefined) {
+    super(options);
+    this.endpoint = endpoint;
+    this.caPem = caPem;
+  }
+
+  override createConnection(options: tls.ConnectionOptions): Socket {
+    return tls.connect({
+      ...options,
+      host: this.endpoint.host,
+      port: this.endpoint.port,
+      servername: this.endpoint.servername,
+      ...(this.caPem ? { ca: this.caPem } : {}),
+      ALPNProtocols: ['http/1.1'],
+    });
+  }
+}

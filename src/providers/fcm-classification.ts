@@ -1,0 +1,181 @@
+import { parseRetryAfterMs } from './retry-after.ts';
+import type { PushOutcome } from './types.ts';
+
+/**
+ * Everything about a failed FCM send that decides its outcome, taken from a firebase-admin error by
+ * {@link describeFcmError}. Kept apart from the library's error types so the decision table below can
+ * be tested row by row.
+ */
+export interface FcmFailure {
+  /** HTTP status of the server's answer, when there was one. */
+  httpStatus?: number;
+  /** `error.details[].errorCode` of the FcmError detail (UNREGISTERED, QUOTA_EXCEEDED, …). */
+  fcmErrorCode?: string;
+  /** `error.status`, the canonical Google status (NOT_FOUND, RESOURCE_EXHAUSTED, …). */
+  status?: string;
+  /** `error.message` of the server's answer, or firebase-admin's own message when it refused to send. */
+  message?: string;
+  /** The Retry-After header, as sent. */
+  retryAfter?: string;
+  /** firebase-admin's own code when no server answer decided it (`app/network-timeout`, `messaging/invalid-payload`). */
+  clientCode?: string;
+  /** The socket or TLS error code underneath a network failure (ECONNRESET, ETIMEDOUT, a certificate error…). */
+  networkCode?: string;
+}
+
+type Kind = Exclude<PushOutcome['kind'], 'delivered'>;
+
+/**
+ * The FCM decision table: server error code (the FcmError detail, else the canonical status) → outcome.
+ * https://firebase.google.com/docs/reference/fcm/rest/v1/ErrorCode
+ */
+const BY_CODE: Record<string, { kind: Kind; throttled?: boolean }> = {
+  // The token is gone (app uninstalled, token rotated or expired): stop sending to it.
+  UNREGISTERED: { kind: 'invalid-token' },
+  NOT_FOUND: { kind: 'invalid-token' },
+  // The token belongs to another Firebase project: it will never work with this one.
+  SENDER_ID_MISMATCH: { kind: 'invalid-token' },
+  // Something in the message itself (or a malformed token: see below).
+  INVALID_ARGUMENT: { kind: 'rejected' },
+  // The limit Aqueduct exists to respect.
+  QUOTA_EXCEEDED: { kind: 'retry', throttled: true },
+  RESOURCE_EXHAUSTED: { kind: 'retry', throttled: true },
+  UNAVAILABLE: { kind: 'retry' },
+  INTERNAL: { kind: 'retry' },
+  UNSPECIFIED_ERROR: { kind: 'retry' },
+  UNKNOWN: { kind: 'retry' },
+  DEADLINE_EXCEEDED: { kind: 'retry' },
+  // Our OAuth token expired or was refused: firebase-admin fetches a fresh one for the next attempt.
+  UNAUTHENTICATED: { kind: 'retry' },
+  // APNs credentials of the Firebase project (pushes to iOS through FCM) are missing or invalid, or our
+  // service account lacks the permission: no retry helps until someone fixes the project.
+  THIRD_PARTY_AUTH_ERROR: { kind: 'rejected' },
+  APNS_AUTH_ERROR: { kind: 'rejected' },
+  PERMISSION_DENIED: { kind: 'rejected' },
+};
+
+/** A malformed token is reported as INVALID_ARGUMENT with this in the message. */
+const INVALID_TOKEN_MESSAGE = /registration token/i;
+
+/** Decides the outcome of one failed FCM send. Pure: the same failure always gives the same outcome. */
+export function classifyFcmFailure(failure: FcmFailure, nowMs: number = Date.now()): PushOutcome {
+  const httpStatus = failure.httpStatus;
+  const retryAfterMs = parseRetryAfterMs(failure.retryAfter, nowMs);
+  const status = httpStatus === undefined ? {} : { httpStatus };
+  const after = retryAfterMs === undefined ? {} : { retryAfterMs };
+  const code = failure.fcmErrorCode ?? failure.status;
+
+  if (code !== undefined && code in BY_CODE) {
+    const rule = BY_CODE[code] as { kind: Kind; throttled?: boolean };
+    if (code === 'INVALID_ARGUMENT' && failure.message && INVALID_TOKEN_MESSAGE.test(failure.message)) {
+      return { kind: 'invalid-token', reason: 'INVALID_ARGUMENT: invalid registration token', ...status };
+    }
+    const reason = rule.kind === 'rejected' && failure.message ? `${code}: ${clip(failure.message)}` : code;
+    if (rule.kind === 'retry')
+      return { kind: 'retry', reason, throttled: rule.throttled === true, ...status, ...after };
+    return { kind: rule.kind, reason, ...status };
+  }
+
+  if (httpStatus !== undefined) return classifyByStatus(httpStatus, code, status, after);
+
+  // No answer from the server.
+  switch (failure.clientCode) {
+    case 'app/network-timeout':
+      return { kind: 'retry', reason: 'timeout', throttled: false };
+    case 'app/network-error':
+      return { kind: 'retry', reason: `network: ${failure.networkCode ?? 'error'}`, throttled: false };
+    case 'app/invalid-credential':
+      // The OAuth token could not be fetched (often the network again): not the notification's fault.
+      return { kind: 'retry', reason: 'credential: could not get an access token', throttled: false };
+  }
+  if (failure.clientCode?.startsWith('messaging/')) {
+    // firebase-admin refused the message before sending it (bad field): permanent.
+    return {
+      kind: 'rejected',
+      reason: `${failure.clientCode}${failure.message ? `: ${clip(failure.message)}` : ''}`,
+    };
+  }
+  if (failure.networkCode)
+    return { kind: 'retry', reason: `network: ${failure.networkCode}`, throttled: false };
+  return { kind: 'retry', reason: `unknown: ${failure.clientCode ?? 'error'}`, throttled: false };
+}
+
+function classifyByStatus(
+  httpStatus: number,
+  code: string | undefined,
+  status: { httpStatus?: number },
+  after: { retryAfterMs?: number },
+): PushOutcome {
+  const reason = code ?? `HTTP ${httpStatus}`;
+  if (httpStatus === 429) return { kind: 'retry', reason, throttled: true, ...status, ...after };
+  if (httpStatus >= 500 || httpStatus === 408)
+    return { kind: 'retry', reason, throttled: false, ...status, ...after };
+  if (httpStatus === 401) return { kind: 'retry', reason, throttled: false, ...status };
+  // A 404 without FCM's JSON error is no statement about the token (a proxy or a wrong path said it).
+  if (httpStatus === 404 && code === undefined) return { kind: 'retry', reason, throttled: false, ...status };
+  if (httpStatus === 404) return { kind: 'invalid-token', reason, ...status };
+  if (httpStatus >= 400) return { kind: 'rejected', reason, ...status };
+  return { kind: 'retry', reason, throttled: false, ...status };
+}
+
+function clip(text: string): string {
+  return text.length > 160 ? `${text.slice(0, 157)}...` : text;
+}
+
+/**
+ * Reads a firebase-admin error (a `FirebaseMessagingError` with `httpResponse`, or a `FirebaseAppError`
+ * for network and credential failures) into an {@link FcmFailure}.
+ */
+export function describeFcmError(error: unknown): FcmFailure {
+  const failure: FcmFailure = {};
+  if (typeof error !== 'object' || error === null) return { clientCode: 'unknown' };
+  const record = error as Record<string, unknown>;
+  if (typeof record.code === 'string') failure.clientCode = record.code;
+  const response = record.httpResponse;
+  if (typeof response !== 'object' || response === null) {
+    // Refused before sending (firebase-admin's own validation): its message names the field.
+    if (typeof record.message === 'string') failure.message = record.message;
+  } else {
+    const { status, headers, data } = response as { status?: unknown; headers?: unknown; data?: unknown };
+    if (typeof status === 'number') failure.httpStatus = status;
+    if (typeof headers === 'object' && headers !== null) {
+      const retryAfter = (headers as Record<string, unknown>)['retry-after'];
+      if (typeof retryAfter === 'string') failure.retryAfter = retryAfter;
+    }
+    Object.assign(failure, readErrorBody(data));
+  }
+  const networkCode = findNetworkCode(record.cause);
+  if (networkCode) failure.networkCode = networkCode;
+  return failure;
+}
+
+/** Google's JSON error: `{ error: { code, message, status, details: [{ '@type': …FcmError, errorCode }] } }`. */
+function readErrorBody(data: unknown): Pick<FcmFailure, 'fcmErrorCode' | 'status' | 'message'> {
+  if (typeof data !== 'object' || data === null) return {};
+  const error = (data as { error?: unknown }).error;
+  if (typeof error !== 'object' || error === null) return {};
+  const { status, message, details } = error as { status?: unknown; message?: unknown; details?: unknown };
+  const out: Pick<FcmFailure, 'fcmErrorCode' | 'status' | 'message'> = {};
+  if (typeof status === 'string') out.status = status;
+  if (typeof message === 'string') out.message = message;
+  if (Array.isArray(details)) {
+    for (const detail of details) {
+      if (typeof detail !== 'object' || detail === null) continue;
+      const { '@type': type, errorCode } = detail as Record<string, unknown>;
+      if (type === FCM_ERROR_TYPE && typeof errorCode === 'string') out.fcmErrorCode = errorCode;
+    }
+  }
+  return out;
+}
+
+export const FCM_ERROR_TYPE = 'type.googleapis.com/google.firebase.fcm.v1.FcmError';
+
+function findNetworkCode(cause: unknown): string | undefined {
+  for (let depth = 0; depth < 4 && typeof cause === 'object' && cause !== null; depth += 1) {
+    const code = (cause as { code?: unknown }).code;
+    // ECONNRESET, ETIMEDOUT, ERR_TLS_CERT_ALTNAME_INVALID, DEPTH_ZERO_SELF_SIGNED_CERT…
+    if (typeof code === 'string' && /^[A-Z][A-Z0-9_]{3,}$/.test(code)) return code;
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  return undefined;
+}

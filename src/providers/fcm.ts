@@ -1,0 +1,185 @@
+import type https from 'node:https';
+import {
+  type App,
+  applicationDefault,
+  type Credential,
+  cert,
+  deleteApp,
+  initializeApp,
+} from 'firebase-admin/app';
+import { getMessaging, type Message, type Messaging } from 'firebase-admin/messaging';
+import type { NotificationEvent } from '../events/event.ts';
+import { createFcmAgent, type Endpoint } from './endpoint.ts';
+import { ProviderConfigError } from './errors.ts';
+import { classifyFcmFailure, describeFcmError } from './fcm-classification.ts';
+import { EVENT_ID_DATA_KEY, type PushOutcome, type PushProvider, type PushRequest } from './types.ts';
+
+/** Options of {@link FcmProvider}. */
+export interface FcmProviderOptions {
+  /** The Firebase project (FCM_PROJECT_ID). When absent firebase-admin takes it from the credential. */
+  projectId?: string;
+  /** A service-account JSON file (GOOGLE_APPLICATION_CREDENTIALS). Absent: Application Default Credentials. */
+  serviceAccountFile?: string;
+  /**
+   * A fixed OAuth access token instead of Google credentials: for simulators only, so allowed only
+   * together with `endpoint` (production keeps real credentials).
+   */
+  accessToken?: string;
+  /** An FCM HTTP v1 server to use instead of fcm.googleapis.com (FCM_ENDPOINT, already parsed). */
+  endpoint?: Endpoint;
+  /** PEM certificate(s) to trust for TLS (the contents of FCM_CA_FILE); default: Node's CA store. */
+  caPem?: string;
+  /**
+   * Requests in flight at once, across all concurrent `send` calls of this provider (the agent's
+   * `maxSockets`; the others wait in the agent's queue, where firebase-admin's 15 s timeout does not run
+   * yet). Default 64.
+   */
+  maxInFlight?: number;
+}
+
+/** sendEach takes at most 500 messages (firebase-admin's FCM_MAX_BATCH_SIZE). */
+const SEND_EACH_LIMIT = 500;
+
+let appCounter = 0;
+
+/**
+ * FCM through firebase-admin's `sendEach`, one HTTP v1 request per push.
+ *
+ * Transport: firebase-admin's HTTP/1.1 transport (`enableLegacyHttpTransport()`) over a keep-alive
+ * `https.Agent` given as the app's documented `httpAgent` option. The agent is what makes the endpoint
+ * override possible (it dials FCM_ENDPOINT whatever host firebase-admin addresses), its `maxSockets`
+ * bounds the requests in flight, and its connections live across batches (the HTTP/2 transport opens a
+ * session per `sendEach` call). Production and simulators therefore run the very same code path.
+ *
+ * firebase-admin's own retries (503, ECONNRESET, ETIMEDOUT, up to 4 times with back-off) are switched
+ * off: every attempt must pass Aqueduct's token bucket, and a hidden retry would both exceed the rate
+ * and hold a batch for seconds. Transient failures come back as `retry` outcomes instead.
+ */
+export class FcmProvider implements PushProvider {
+  readonly platform = 'fcm' as const;
+  /** Whether firebase-admin's internal retries could be switched off (see the class comment). */
+  readonly libraryRetriesDisabled: boolean;
+  private readonly app: App;
+  private readonly messaging: Messaging;
+  private readonly agent: https.Agent;
+
+  constructor(options: FcmProviderOptions) {
+    const maxInFlight = options.maxInFlight ?? 64;
+    if (options.accessToken !== undefined && options.endpoint === undefined) {
+      throw new ProviderConfigError(
+        'fcm',
+        'a fixed access token is only for simulators: set FCM_ENDPOINT too',
+        {
+          setting: 'FCM_ENDPOINT',
+        },
+      );
+    }
+    this.agent = createFcmAgent({
+      maxInFlight,
+      ...(options.endpoint ? { endpoint: options.endpoint } : {}),
+      ...(options.caPem ? { caPem: options.caPem } : {}),
+    });
+    this.app = initializeApp(
+      {
+        credential: chooseCredential(options),
+        httpAgent: this.agent,
+        ...(options.projectId ? { projectId: options.projectId } : {}),
+      },
+      `aqueduct-fcm-${process.pid}-${++appCounter}`,
+    );
+    this.messaging = getMessaging(this.app);
+    this.messaging.enableLegacyHttpTransport();
+    this.libraryRetriesDisabled = disableLibraryRetries(this.messaging);
+  }
+
+  async send(batch: readonly PushRequest[]): Promise<PushOutcome[]> {
+    if (batch.length === 0) return [];
+    const parts: Array<readonly PushRequest[]> = [];
+    for (let i = 0; i < batch.length; i += SEND_EACH_LIMIT) parts.push(batch.slice(i, i + SEND_EACH_LIMIT));
+    const results = await Promise.all(parts.map((part) => this.sendPart(part)));
+    return results.flat();
+  }
+
+  private async sendPart(part: readonly PushRequest[]): Promise<PushOutcome[]> {
+    try {
+      const response = await this.messaging.sendEach(part.map((request) => toFcmMessage(request.event)));
+      return response.responses.map((result, i): PushOutcome => {
+        if (result.success) return { kind: 'delivered', messageId: result.messageId ?? '', httpStatus: 200 };
+        return scrub(
+          classifyFcmFailure(describeFcmError(result.error)),
+          (part[i] as PushRequest).event.token,
+        );
+      });
+    } catch (error) {
+      // sendEach itself failed (no project id, the app deleted): every push of the part shares the fate.
+      const outcome = classifyFcmFailure(describeFcmError(error));
+      return part.map((request) => scrub(outcome, request.event.token));
+    }
+  }
+
+  async close(): Promise<void> {
+    await deleteApp(this.app).catch(() => {});
+    this.agent.destroy();
+  }
+}
+
+/** The FCM v1 message for an event: notification, data (with the event id), Android delivery options. */
+export function toFcmMessage(event: NotificationEvent): Message {
+  const android: NonNullable<Message['android']> = {
+    priority: event.priority === 'high' ? 'high' : 'normal',
+  };
+  if (event.ttlSeconds !== undefined) android.ttl = event.ttlSeconds * 1000;
+  if (event.collapseKey !== undefined) android.collapseKey = event.collapseKey;
+  return {
+    token: event.token,
+    notification: { title: event.notification.title, body: event.notification.body },
+    data: { ...event.data, [EVENT_ID_DATA_KEY]: event.id },
+    android,
+  };
+}
+
+function chooseCredential(options: FcmProviderOptions): Credential {
+  if (options.accessToken !== undefined) return staticTokenCredential(options.accessToken);
+  if (options.serviceAccountFile !== undefined) {
+    try {
+      return cert(options.serviceAccountFile);
+    } catch (error) {
+      throw new ProviderConfigError(
+        'fcm',
+        'GOOGLE_APPLICATION_CREDENTIALS is not a readable service-account file',
+        {
+          setting: 'GOOGLE_APPLICATION_CREDENTIALS',
+          cause: error,
+        },
+      );
+    }
+  }
+  return applicationDefault();
+}
+
+/** A credential that never talks to Google: a simulator accepts any bearer token. */
+function staticTokenCredential(token: string): Credential {
+  return { getAccessToken: async () => ({ access_token: token, expires_in: 3600 }) };
+}
+
+/**
+ * firebase-admin has no option for its retry policy; it lives on the messaging request handler's HTTP
+ * client (`RequestClient.retry`, checked in firebase-admin 14.5). When the shape is not what we know, the
+ * library's retries stay on and `libraryRetriesDisabled` says so (a test checks it stays true).
+ */
+function disableLibraryRetries(messaging: Messaging): boolean {
+  const handler = (messaging as unknown as { messagingRequestHandler?: { httpClient?: { retry?: unknown } } })
+    .messagingRequestHandler;
+  const client = handler?.httpClient;
+  if (!client || typeof client.retry !== 'object' || client.retry === null) return false;
+  const retry = client.retry as { maxRetries?: unknown };
+  if (typeof retry.maxRetries !== 'number') return false;
+  client.retry = { ...retry, maxRetries: 0 };
+  return true;
+}
+
+/** A reason never quotes the device token, even if a server echoed it. */
+export function scrub(outcome: PushOutcome, token: string): PushOutcome {
+  if (outcome.kind === 'delivered' || !token || !outcome.reason.includes(token)) return outcome;
+  return { ...outcome, reason: outcome.reason.split(token).join('<token>') };
+}
