@@ -1,0 +1,38 @@
+import type { Server, Socket } from 'node:net';
+
+/** A host for URLs: a wildcard address becomes 127.0.0.1, an IPv6 address gets brackets. */
+export function urlHost(host: string): string {
+  if (host === '0.0.0.0' || host === '::') return '127.0.0.1';
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+/**
+ * Listens and keeps track of every connection, so that {@link closeServer} can end keep-alive sockets
+ * and HTTP/2 sessions at once instead of waiting for clients to hang up.
+ */
+export function listen(server: Server, host: string, port: number): Promise<number> {
+  const sockets = new Set<Socket>();
+  openSockets.set(server, sockets);
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  return new Promise((resolve, reject) => {
+    const onError = (error: Error) => reject(error);
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      const address = server.address();
+      resolve(typeof address === 'object' && address !== null ? address.port : port);
+    });
+  });
+}
+
+export function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    for (const socket of openSockets.get(server) ?? []) socket.destroy();
+  });
+}
+
+const openSockets = new WeakMap<Server, Set<Socket>>();
