@@ -1,8 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
+import { registerConsumeCommand } from './consume/command.ts';
 import { registerInspectCommand } from './inspect/command.ts';
+import { registerPublishCommand } from './publish/command.ts';
 import { registerServicesCommand } from './services/command.ts';
 import { SetupError } from './services/errors.ts';
+import { registerSimulateCommand } from './simulators/command.ts';
 
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
   version: string;
@@ -14,8 +17,11 @@ const program = new Command('aqueduct')
   .showHelpAfterError()
   .exitOverride();
 
+registerConsumeCommand(program);
 registerInspectCommand(program);
+registerPublishCommand(program);
 registerServicesCommand(program);
+registerSimulateCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -1,0 +1,223 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { describeIssues } from './events/decode.ts';
+
+/**
+ * The consumer's configuration: environment variables, optionally a JSON file with the same keys
+ * (`aqueduct consume --config file.json`; the environment wins). Validated once at start, with a
+ * message naming every bad field. Secrets (passwords, key files' contents) are never printed:
+ * {@link redactConfig} masks them for `--help` and start-up logs.
+ */
+
+const bool = z
+  .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no'])])
+  .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes');
+const positive = z.coerce.number().positive();
+const positiveInt = z.coerce.number().int().positive();
+
+export const configSchema = z.object({
+  KAFKA_BROKERS: z
+    .string()
+    .default('127.0.0.1:9092')
+    .transform((s) =>
+      s
+        .split(',')
+        .map((b) => b.trim())
+        .filter(Boolean),
+    )
+    .pipe(z.array(z.string().regex(/^[^\s:]+:\d{1,5}$/, 'host:port')).min(1))
+    .describe('Kafka bootstrap servers, `host:port,host:port`.'),
+  KAFKA_CLIENT_ID: z
+    .string()
+    .min(1)
+    .default('aqueduct')
+    .describe('kafkajs client id (appears in broker logs and quotas).'),
+  AQUEDUCT_TOPIC: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,200}$/, 'a Kafka topic name')
+    .default('notifications')
+    .describe(
+      'The notification topic; `<topic>.retry`, `<topic>.dlq` and `<topic>.invalid-tokens` derive from it.',
+    ),
+  AQUEDUCT_GROUP_ID: z
+    .string()
+    .min(1)
+    .default('aqueduct')
+    .describe('The consumer group every instance joins.'),
+  REDIS_URL: z
+    .string()
+    .url()
+    .default('redis://127.0.0.1:6379')
+    .describe('Redis holding the token buckets and the dedupe marks.'),
+  AQUEDUCT_REDIS_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]+$/)
+    .default('aqueduct')
+    .describe('Prefix of every Redis key Aqueduct writes.'),
+
+  AQUEDUCT_FCM_RATE: positive
+    .default(800)
+    .describe('FCM pushes per second allowed to the whole fleet (may be fractional).'),
+  AQUEDUCT_FCM_BURST: positiveInt
+    .default(2000)
+    .describe('FCM burst: the most pushes the fleet may send at once after an idle spell.'),
+  AQUEDUCT_APNS_RATE: positive
+    .default(800)
+    .describe('APNs pushes per second allowed to the whole fleet (may be fractional).'),
+  AQUEDUCT_APNS_BURST: positiveInt
+    .default(2000)
+    .describe('APNs burst: the most pushes the fleet may send at once after an idle spell.'),
+  AQUEDUCT_TENANT_RATE: positive
+    .optional()
+    .describe("Optional per-tenant cap inside the provider's limit (each tenant gets its own bucket)."),
+  AQUEDUCT_TENANT_BURST: positiveInt
+    .optional()
+    .describe('Burst of each tenant bucket (default: one second of AQUEDUCT_TENANT_RATE).'),
+  AQUEDUCT_LIMITER_ENABLED: bool
+    .default(true)
+    .describe('Set false to run without any limit (the fire-and-forget baseline of the benchmarks).'),
+  AQUEDUCT_LIMITER_FAILURE_POLICY: z
+    .enum(['closed', 'open'])
+    .default('closed')
+    .describe(
+      'What to do when Redis cannot be reached: `closed` pauses (nothing is sent unmetered), `open` sends anyway.',
+    ),
+  AQUEDUCT_ACQUIRE_CHUNK: positiveInt
+    .optional()
+    .describe(
+      "When throttled, wait until at least this many tokens can be had (per provider bucket) rather than one at a time: bigger chunks mean fewer Redis calls, smaller ones a smoother stream. Default: a quarter second's worth of the provider rate.",
+    ),
+
+  AQUEDUCT_SEND_CONCURRENCY: positiveInt
+    .default(64)
+    .describe('Pushes in flight at once per consumer process.'),
+  AQUEDUCT_MAX_ATTEMPTS: positiveInt
+    .default(5)
+    .describe('Attempts before a transiently failing event is dead-lettered.'),
+  AQUEDUCT_RETRY_BASE_MS: positiveInt
+    .default(1000)
+    .describe('First retry delay; doubles each attempt (with jitter) unless the provider said Retry-After.'),
+  AQUEDUCT_DEDUPE_TTL_SECONDS: positiveInt
+    .default(7 * 24 * 3600)
+    .describe('How long an event id is remembered as done (dedupe window against redelivery).'),
+  AQUEDUCT_MAX_MESSAGE_BYTES: positiveInt
+    .default(16 * 1024)
+    .describe('Largest accepted message value, in bytes.'),
+  AQUEDUCT_FETCH_MAX_BYTES_PER_PARTITION: positiveInt
+    .default(256 * 1024)
+    .describe('Bytes fetched per partition per request: bounds the re-read window after a pause.'),
+  AQUEDUCT_SHUTDOWN_TIMEOUT_MS: positiveInt
+    .default(25_000)
+    .describe('Drain bound on SIGTERM/SIGINT: in-flight work finishes and offsets commit within this time.'),
+  AQUEDUCT_HTTP_PORT: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(65535)
+    .default(9464)
+    .describe('Port of /healthz, /readyz and /metrics (0: a free port).'),
+
+  FCM_PROJECT_ID: z
+    .string()
+    .min(1)
+    .default('aqueduct-local')
+    .describe('Firebase project id the FCM v1 API is called for.'),
+  FCM_ENDPOINT: z
+    .string()
+    .url()
+    .optional()
+    .describe('Send FCM requests to this https://host:port instead of Google (simulators, proxies).'),
+  FCM_CA_FILE: z.string().min(1).optional().describe('PEM file of a CA to trust for FCM_ENDPOINT.'),
+  GOOGLE_APPLICATION_CREDENTIALS: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('Service-account JSON file for FCM (else Application Default Credentials).'),
+  APNS_KEY_FILE: z.string().min(1).optional().describe('APNs token-auth signing key (.p8 file).'),
+  APNS_KEY_ID: z.string().min(1).optional().describe('Key id of APNS_KEY_FILE.'),
+  APNS_TEAM_ID: z.string().min(1).optional().describe('Apple developer team id.'),
+  APNS_TOPIC: z.string().min(1).default('dev.aqueduct.app').describe('The app bundle id (apns-topic).'),
+  APNS_PRODUCTION: bool.default(false).describe('true: production APNs; false: the sandbox.'),
+  APNS_ENDPOINT: z
+    .string()
+    .url()
+    .optional()
+    .describe('Send APNs requests to this https://host:port instead of Apple.'),
+  APNS_CA_FILE: z.string().min(1).optional().describe('PEM file of a CA to trust for APNS_ENDPOINT.'),
+
+  LOG_LEVEL: z
+    .enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'])
+    .default('info')
+    .describe('Log level of the JSON logs on stdout.'),
+});
+
+export type Config = z.output<typeof configSchema>;
+export type ConfigInput = z.input<typeof configSchema>;
+
+/** A configuration that did not validate; the message names every bad field. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  readonly retriable = false;
+}
+
+const SECRET = /PASSWORD|SECRET|CREDENTIALS|KEY_FILE|TOKEN/;
+
+/** Reads configuration from `env` (and a JSON file, whose keys the environment overrides). */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, file?: string): Config {
+  let fromFile: Record<string, unknown> = {};
+  if (file) {
+    try {
+      fromFile = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    } catch (error) {
+      throw new ConfigError(`cannot read config file ${file}: ${(error as Error).message}`);
+    }
+  }
+  const known = Object.keys(configSchema.shape);
+  const unknownInFile = Object.keys(fromFile).filter((key) => !known.includes(key));
+  if (unknownInFile.length > 0) throw new ConfigError(`unknown keys in ${file}: ${unknownInFile.join(', ')}`);
+  const merged: Record<string, unknown> = { ...fromFile };
+  for (const key of known) {
+    const value = env[key];
+    if (value !== undefined && value !== '') merged[key] = value;
+  }
+  const parsed = configSchema.safeParse(merged);
+  if (!parsed.success) throw new ConfigError(`invalid configuration: ${describeIssues(parsed.error.issues)}`);
+  return parsed.data;
+}
+
+/** One line per setting: name, default and description (for `--help` and the README). */
+export function configReference(): Array<{ name: string; defaultValue: string; description: string }> {
+  return Object.entries(configSchema.shape).map(([name, field]) => {
+    const parsed = (field as z.ZodType).safeParse(undefined);
+    const value = parsed.success ? parsed.data : undefined;
+    return {
+      name,
+      defaultValue: value === undefined ? '' : Array.isArray(value) ? value.join(',') : String(value),
+      description: (field as z.ZodType).description ?? '',
+    };
+  });
+}
+
+/** The configuration with secrets masked, for logs and `--help`. */
+export function redactConfig(config: Config): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(config).map(([key, value]) => {
+      if (SECRET.test(key) && value !== undefined) return [key, '***'];
+      if (key === 'REDIS_URL' && typeof value === 'string') return [key, value.replace(/:[^:@/]*@/, ':***@')];
+      return [key, value];
+    }),
+  );
+}
+
+/** The topics the consumer reads and writes. */
+export interface Topics {
+  main: string;
+  retry: string;
+  deadLetter: string;
+  invalidTokens: string;
+}
+
+export function topicsOf(config: Pick<Config, 'AQUEDUCT_TOPIC'>): Topics {
+  const main = config.AQUEDUCT_TOPIC;
+  return { main, retry: `${main}.retry`, deadLetter: `${main}.dlq`, invalidTokens: `${main}.invalid-tokens` };
+}

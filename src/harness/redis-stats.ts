@@ -1,0 +1,49 @@
+import type { Redis } from 'ioredis';
+
+/**
+ * Commands that Aqueduct's Lua scripts run inside Redis. `INFO commandstats` lists them too, but they
+ * are not round trips; everything else the clients sent is. `info` and `config` are the measuring
+ * side's own calls (and ioredis' ready check) and are left out as well.
+ */
+const NOT_ROUND_TRIPS = new Set([
+  'time',
+  'get',
+  'set',
+  'hget',
+  'hmget',
+  'hgetall',
+  'hset',
+  'hmset',
+  'expire',
+  'pexpire',
+  'pttl',
+  'ttl',
+  'exists',
+  'del',
+  'info',
+  'config',
+]);
+
+/** Calls per command since the last `CONFIG RESETSTAT`, from `INFO commandstats`. */
+export async function commandStats(redis: Redis): Promise<Map<string, number>> {
+  const text = await redis.info('commandstats');
+  const stats = new Map<string, number>();
+  for (const match of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    stats.set(match[1] ?? '', Number(match[2]));
+  }
+  return stats;
+}
+
+/** Top-level calls (round trips) since the last `CONFIG RESETSTAT`, with the per-command breakdown. */
+export async function roundTrips(
+  redis: Redis,
+): Promise<{ total: number; byCommand: Record<string, number> }> {
+  const byCommand: Record<string, number> = {};
+  let total = 0;
+  for (const [command, calls] of await commandStats(redis)) {
+    if (NOT_ROUND_TRIPS.has(command.split('|')[0] ?? command)) continue;
+    byCommand[command] = calls;
+    total += calls;
+  }
+  return { total, byCommand };
+}

@@ -1,0 +1,43 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type ApnsSimulator, startApnsSimulator } from '../simulators/apns.ts';
+import { type FcmSimulator, startFcmSimulator } from '../simulators/fcm.ts';
+import type { SimulatorOptions } from '../simulators/shared.ts';
+
+/** Both simulators, in-process, with their certificates written where consumers can trust them. */
+export interface Simulators {
+  fcm: FcmSimulator;
+  apns: ApnsSimulator;
+  /** Environment that points a consumer at both (endpoints, CA files, project). */
+  env: Record<string, string>;
+  /** Distinct event ids both accepted, and the accepted total (duplicates included). */
+  accepted(): { ids: Set<string>; total: number };
+  close(): Promise<void>;
+}
+
+export async function startSimulators(options: SimulatorOptions = {}): Promise<Simulators> {
+  const dir = await mkdtemp(join(tmpdir(), 'aqueduct-sim-'));
+  const [fcm, apns] = await Promise.all([startFcmSimulator(options), startApnsSimulator(options)]);
+  const fcmCa = join(dir, 'fcm.pem');
+  const apnsCa = join(dir, 'apns.pem');
+  await Promise.all([writeFile(fcmCa, fcm.caPem), writeFile(apnsCa, apns.caPem)]);
+  return {
+    fcm,
+    apns,
+    env: { ...fcm.env(fcmCa), ...apns.env(apnsCa) },
+    accepted() {
+      const ids = new Set<string>();
+      let total = 0;
+      for (const record of [...fcm.records(), ...apns.records()]) {
+        total++;
+        if (record.eventId !== undefined) ids.add(record.eventId);
+      }
+      return { ids, total };
+    },
+    async close() {
+      await Promise.all([fcm.close(), apns.close()]);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}

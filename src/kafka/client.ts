@@ -1,0 +1,58 @@
+import { Kafka, type KafkaConfig, type logCreator, logLevel } from 'kafkajs';
+import type { Logger } from '../log.ts';
+
+/**
+ * kafkajs 2.2.4 sets a timer with a negative delay in its request queue on current Node versions, which
+ * prints a TimeoutNegativeWarning on every connection (tulios/kafkajs#1751). It is harmless (Node uses
+ * 1 ms) but drowns real warnings, so exactly that warning is filtered out.
+ */
+let warningFilterInstalled = false;
+function filterKafkajsTimeoutWarning(): void {
+  if (warningFilterInstalled) return;
+  warningFilterInstalled = true;
+  const listeners = process.listeners('warning');
+  process.removeAllListeners('warning');
+  process.on('warning', (warning) => {
+    if (warning.name === 'TimeoutNegativeWarning') return;
+    for (const listener of listeners) listener(warning);
+  });
+}
+
+const LEVELS: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
+  [logLevel.ERROR]: 'error',
+  [logLevel.WARN]: 'warn',
+  [logLevel.INFO]: 'info',
+  [logLevel.DEBUG]: 'debug',
+};
+
+/** Routes kafkajs's own log lines into pino (info and below become debug: kafkajs is chatty). */
+function pinoLogCreator(logger: Logger): logCreator {
+  return () =>
+    ({ level, log }) => {
+      const { message, ...extra } = log;
+      const pinoLevel = LEVELS[level] ?? 'debug';
+      logger[pinoLevel === 'info' ? 'debug' : pinoLevel]({ kafkajs: extra }, message);
+    };
+}
+
+/** Options of {@link createKafka}. */
+export interface CreateKafkaOptions {
+  brokers: string[];
+  clientId: string;
+  logger?: Logger;
+  /** Extra kafkajs settings (SASL, TLS, retry). */
+  extra?: Partial<KafkaConfig>;
+}
+
+export function createKafka(options: CreateKafkaOptions): Kafka {
+  filterKafkajsTimeoutWarning();
+  process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
+  return new Kafka({
+    clientId: options.clientId,
+    brokers: options.brokers,
+    logLevel: options.logger ? logLevel.WARN : logLevel.NOTHING,
+    ...(options.logger ? { logCreator: pinoLogCreator(options.logger) } : {}),
+    retry: { initialRetryTime: 300, retries: 8 },
+    ...options.extra,
+  });
+}

@@ -1,0 +1,44 @@
+import type { IHeaders } from 'kafkajs';
+
+/** Names of the Kafka headers Aqueduct reads and writes (W3C trace context uses its own names). */
+export const HEADER = {
+  /** Delivery attempt of a retried event (the original has none: attempt 1). */
+  attempt: 'aqueduct-attempt',
+  /** Epoch ms before which a retried event must not be sent. */
+  notBefore: 'aqueduct-not-before',
+  /** Why an event was dead-lettered, retried or reported. */
+  reason: 'aqueduct-reason',
+  /** The machine-readable kind of that reason (e.g. invalid-json, rejected, max-attempts). */
+  reasonKind: 'aqueduct-reason-kind',
+  /** Where the event was first read: topic, partition and offset of the original message. */
+  originTopic: 'aqueduct-origin-topic',
+  originPartition: 'aqueduct-origin-partition',
+  originOffset: 'aqueduct-origin-offset',
+  /** Epoch ms when the original message was published (Kafka timestamp), for end-to-end latency. */
+  originTimestamp: 'aqueduct-origin-timestamp',
+} as const;
+
+/** A header's value as a string (kafkajs gives Buffers, arrays for repeated headers, or undefined). */
+export function headerString(headers: IHeaders | undefined, name: string): string | undefined {
+  const value = headers?.[name];
+  const first = Array.isArray(value) ? value[0] : value;
+  if (first === undefined) return undefined;
+  return typeof first === 'string' ? first : first.toString('utf8');
+}
+
+/** A numeric header, or `fallback` when absent or not a finite number. */
+export function headerNumber(headers: IHeaders | undefined, name: string, fallback: number): number {
+  const text = headerString(headers, name);
+  const value = text === undefined ? Number.NaN : Number(text);
+  return Number.isFinite(value) ? value : fallback;
+}
+
+/** Headers as plain strings, dropping what cannot be carried over. */
+export function stringHeaders(headers: IHeaders | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of Object.keys(headers ?? {})) {
+    const value = headerString(headers, name);
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
+}

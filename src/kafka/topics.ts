@@ -1,0 +1,21 @@
+import type { Admin } from 'kafkajs';
+
+/**
+ * Creates the topics that do not exist yet (existing ones are left as they are, whatever their
+ * partition count) and waits for their leaders.
+ */
+export async function ensureTopics(
+  admin: Admin,
+  topics: ReadonlyArray<{ topic: string; numPartitions: number }>,
+): Promise<string[]> {
+  const existing = new Set(await admin.listTopics());
+  const missing = topics.filter((t) => !existing.has(t.topic));
+  if (missing.length === 0) return [];
+  try {
+    await admin.createTopics({ topics: missing.map((t) => ({ ...t })), waitForLeaders: true });
+  } catch (error) {
+    // Another instance may have created it between listTopics and createTopics.
+    if ((error as { type?: string }).type !== 'TOPIC_ALREADY_EXISTS') throw error;
+  }
+  return missing.map((t) => t.topic);
+}

@@ -1,0 +1,352 @@
+import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
+import { decodeEvent } from '../events/decode.ts';
+import type { NotificationEvent, Platform } from '../events/event.ts';
+import { HEADER, headerNumber } from '../kafka/headers.ts';
+import type { PushOutcome, PushProvider, PushRequest } from '../providers/types.ts';
+import type { DoneStore, FinalOutcome } from './done-store.ts';
+import type { PipelineObserver } from './observer.ts';
+import type { OutcomeRecord, OutcomeWriter } from './outcome-writer.ts';
+import { type Item, PartitionState } from './partition-state.ts';
+import type { TokenPool } from './token-pool.ts';
+
+/** Options of {@link BatchProcessor}. */
+export interface BatchProcessorOptions {
+  /** The retry topic: its messages carry attempt and not-before headers. */
+  retryTopic: string;
+  /** Largest accepted message value, in bytes. */
+  maxMessageBytes: number;
+  /** Attempts before a transiently failing event is dead-lettered. */
+  maxAttempts: number;
+  /** First retry delay (doubles per attempt, with jitter) when the provider gave no Retry-After. */
+  retryBaseMs: number;
+  /** Most pushes started in one step of a batch. */
+  maxPerStep: number;
+}
+
+/** Everything the processor works with. */
+export interface BatchProcessorDeps {
+  providers: Record<Platform, PushProvider>;
+  doneStore: DoneStore;
+  outcomes: OutcomeWriter;
+  /** The pool an event's tokens come from; undefined when the limiter is disabled. */
+  poolFor: (event: NotificationEvent) => TokenPool | undefined;
+  /** Pauses and resumes a partition (the kafkajs consumer's own pause/resume). */
+  pause: (topic: string, partition: number) => void;
+  resume: (topic: string, partition: number) => void;
+  observer: PipelineObserver;
+}
+
+/** What one step of a batch did. */
+interface StepResult {
+  finished: number;
+  /** Pools that granted less than their items needed, with the unmet need. */
+  starved: Map<TokenPool, number>;
+}
+
+/**
+ * The data path, top to bottom, for one fetched batch of one partition:
+ *
+ *   decode + validate ─► dedupe (one Redis call) ─► per bucket group: take tokens ─► send what was
+ *   granted ─► record outcomes (topics, done-marks) ─► resolve the contiguous finished prefix, commit
+ *
+ * repeated while tokens last. When a bucket is short, or a retry is not due yet, the partition is
+ * paused and resumed exactly when the pool has refilled (or the retry is due); kafkajs then re-reads
+ * it from the first unresolved offset, and the partition state recognizes what was already finished.
+ */
+export class BatchProcessor {
+  private readonly deps: BatchProcessorDeps;
+  private readonly options: BatchProcessorOptions;
+  private readonly partitions = new Map<string, PartitionState>();
+
+  constructor(deps: BatchProcessorDeps, options: BatchProcessorOptions) {
+    this.deps = deps;
+    this.options = options;
+  }
+
+  /** The kafkajs `eachBatch` handler (run with `eachBatchAutoResolve: false`). */
+  async eachBatch(payload: EachBatchPayload): Promise<void> {
+    const { batch } = payload;
+    const state = this.stateOf(batch.topic, batch.partition);
+    const items = batch.messages.map((message) =>
+      state.item(message, (m) => this.toItem(batch.topic, batch.partition, m)),
+    );
+    await this.dedupe(state, items);
+
+    while (payload.isRunning() && !payload.isStale()) {
+      const open = items.filter((item) => !state.isSettled(item.offset));
+      if (open.length === 0) break;
+      const step = await this.step(state, open);
+      this.resolvePrefix(state, items, payload.resolveOffset);
+      await payload.commitOffsetsIfNecessary();
+      await payload.heartbeat();
+      if (step.finished === 0) {
+        this.pauseUntilReady(state, open, step.starved);
+        break;
+      }
+    }
+  }
+
+  /** Forgets every partition (after a rebalance, or on shutdown): cancels resumes, un-pauses. */
+  reset(): void {
+    for (const state of this.partitions.values()) this.forget(state);
+    this.partitions.clear();
+  }
+
+  /** Partitions currently held paused. */
+  pausedCount(): number {
+    let count = 0;
+    for (const state of this.partitions.values()) if (state.cancelResume) count++;
+    return count;
+  }
+
+  private stateOf(topic: string, partition: number): PartitionState {
+    const key = `${topic}:${partition}`;
+    let state = this.partitions.get(key);
+    if (!state) {
+      state = new PartitionState(topic, partition);
+      this.partitions.set(key, state);
+    }
+    return state;
+  }
+
+  private toItem(topic: string, partition: number, message: KafkaMessage): Item {
+    const decoded = decodeEvent(message.value, this.options.maxMessageBytes);
+    // Only the retry topic's own headers are trusted: a producer must not be able to stall a partition
+    // of the main topic with a far-future not-before.
+    const fromRetry = topic === this.options.retryTopic;
+    const attempt = fromRetry ? Math.max(1, headerNumber(message.headers, HEADER.attempt, 1)) : 1;
+    const notBefore = fromRetry ? headerNumber(message.headers, HEADER.notBefore, 0) : 0;
+    const dedupeKey = decoded.ok ? decoded.event.id : `@${topic}:${partition}:${message.offset}`;
+    return { offset: message.offset, message, decoded, attempt, notBefore, dedupeKey };
+  }
+
+  /** One Redis call for the messages this partition has not checked yet. */
+  private async dedupe(state: PartitionState, items: Item[]): Promise<void> {
+    const fresh = items.filter((item) => BigInt(item.offset) > state.checkedThrough);
+    if (fresh.length === 0) return;
+    const done = await this.deps.doneStore.check([...new Set(fresh.map((item) => item.dedupeKey))]);
+    for (const item of fresh) {
+      const outcome = done.get(item.dedupeKey);
+      if (outcome !== undefined) item.alreadyDone = outcome;
+    }
+    state.checkedThrough = BigInt(fresh.at(-1)?.offset ?? state.checkedThrough);
+  }
+
+  /** Finishes what can be finished now: redeliveries, invalid messages, and events with tokens. */
+  private async step(state: PartitionState, open: Item[]): Promise<StepResult> {
+    const records: OutcomeRecord[] = [];
+    const marks: Array<{ id: string; outcome: FinalOutcome }> = [];
+    const finished: Item[] = [];
+    const now = Date.now();
+
+    const toSend: Array<{ item: Item; event: NotificationEvent }> = [];
+    const byPool = new Map<TokenPool, Array<{ item: Item; event: NotificationEvent }>>();
+    const seenIds = new Set<string>();
+    for (const item of open) {
+      if (item.alreadyDone !== undefined || this.deps.doneStore.isDoneLocally(item.dedupeKey)) {
+        this.deps.observer.duplicateSkipped?.(item);
+        finished.push(item);
+        continue;
+      }
+      if (!item.decoded.ok) {
+        const origin = { topic: state.topic, partition: state.partition, offset: item.offset };
+        records.push({
+          kind: 'dead-letter',
+          message: item.message,
+          origin,
+          reasonKind: item.decoded.kind,
+          reason: item.decoded.reason,
+        });
+        marks.push({ id: item.dedupeKey, outcome: 'dead-lettered' });
+        this.deps.observer.deadLettered?.(item.decoded.kind);
+        finished.push(item);
+        continue;
+      }
+      // The same id twice in reach (a retry copy written twice): send one, the other waits for its mark.
+      if (item.notBefore > now || seenIds.has(item.dedupeKey)) continue;
+      seenIds.add(item.dedupeKey);
+      const pool = this.deps.poolFor(item.decoded.event);
+      const entry = { item, event: item.decoded.event };
+      if (!pool) {
+        if (toSend.length < this.options.maxPerStep) toSend.push(entry);
+        continue;
+      }
+      const group = byPool.get(pool) ?? [];
+      if (group.length < this.options.maxPerStep) group.push(entry);
+      byPool.set(pool, group);
+    }
+
+    const starved = new Map<TokenPool, number>();
+    await Promise.all(
+      [...byPool].map(async ([pool, group]) => {
+        const granted = await this.deps.observer.acquire(pool, group.length, () => pool.take(group.length));
+        toSend.push(...group.slice(0, granted));
+        if (granted < group.length) starved.set(pool, group.length - granted);
+      }),
+    );
+
+    const sent = await this.send(toSend);
+    for (const { item, event, outcome } of sent) {
+      finished.push(item);
+      const origin = { topic: state.topic, partition: state.partition, offset: item.offset };
+      this.deps.observer.outcome?.(event, outcome, item);
+      switch (outcome.kind) {
+        case 'delivered':
+          marks.push({ id: event.id, outcome: 'delivered' });
+          break;
+        case 'invalid-token':
+          records.push({
+            kind: 'invalid-token',
+            event,
+            message: item.message,
+            origin,
+            reason: outcome.reason,
+          });
+          marks.push({ id: event.id, outcome: 'invalid-token' });
+          break;
+        case 'rejected':
+          records.push({
+            kind: 'dead-letter',
+            message: item.message,
+            origin,
+            reasonKind: 'rejected',
+            reason: outcome.reason,
+          });
+          marks.push({ id: event.id, outcome: 'dead-lettered' });
+          this.deps.observer.deadLettered?.('rejected');
+          break;
+        case 'retry': {
+          if (outcome.throttled) await this.blockFleet(event, outcome.retryAfterMs);
+          if (item.attempt >= this.options.maxAttempts) {
+            const reason = `gave up after ${item.attempt} attempts; last: ${outcome.reason}`;
+            records.push({
+              kind: 'dead-letter',
+              message: item.message,
+              origin,
+              reasonKind: 'max-attempts',
+              reason,
+            });
+            marks.push({ id: event.id, outcome: 'dead-lettered' });
+            this.deps.observer.deadLettered?.('max-attempts');
+          } else {
+            const notBefore = Date.now() + this.retryDelay(item.attempt, outcome.retryAfterMs);
+            records.push({
+              kind: 'retry',
+              message: item.message,
+              origin,
+              attempt: item.attempt + 1,
+              notBefore,
+              reason: outcome.reason,
+            });
+            this.deps.observer.retried?.(outcome);
+          }
+          break;
+        }
+      }
+    }
+
+    // The outcome is recorded only once its record is on its topic and its mark is in Redis.
+    await this.deps.outcomes.write(records);
+    await this.deps.doneStore.mark(marks);
+    for (const item of finished) state.finished.add(item.offset);
+    return { finished: finished.length, starved };
+  }
+
+  private async send(
+    entries: Array<{ item: Item; event: NotificationEvent }>,
+  ): Promise<Array<{ item: Item; event: NotificationEvent; outcome: PushOutcome }>> {
+    const byPlatform = new Map<Platform, Array<{ item: Item; event: NotificationEvent }>>();
+    for (const entry of entries) {
+      const list = byPlatform.get(entry.event.platform) ?? [];
+      list.push(entry);
+      byPlatform.set(entry.event.platform, list);
+    }
+    const results = await Promise.all(
+      [...byPlatform].map(async ([platform, list]) => {
+        const requests: PushRequest[] = list.map(({ item, event }) => ({ event, attempt: item.attempt }));
+        const outcomes = await this.deps.providers[platform].send(requests);
+        return list.map((entry, i) => ({
+          ...entry,
+          outcome: outcomes[i] ?? {
+            kind: 'retry' as const,
+            reason: 'provider returned no outcome',
+            throttled: false,
+          },
+        }));
+      }),
+    );
+    return results.flat();
+  }
+
+  /** A 429: every consumer of the fleet stops sending to this provider until Retry-After has passed. */
+  private async blockFleet(event: NotificationEvent, retryAfterMs: number | undefined): Promise<void> {
+    const pool = this.deps.poolFor(event);
+    if (!pool) return;
+    const until = Date.now() + (retryAfterMs ?? 1000);
+    if (until <= pool.dryUntilMs) return;
+    await pool.block(until).catch((error: unknown) => this.deps.observer.limiterError?.(error));
+  }
+
+  private retryDelay(attempt: number, retryAfterMs: number | undefined): number {
+    if (retryAfterMs !== undefined) return retryAfterMs;
+    const base = this.options.retryBaseMs * 2 ** (attempt - 1);
+    return Math.round(base * (0.75 + Math.random() * 0.5));
+  }
+
+  /** Resolves offsets up to the first one that is not finished: nothing after a gap is committed. */
+  private resolvePrefix(state: PartitionState, items: Item[], resolveOffset: (offset: string) => void): void {
+    for (const item of items) {
+      if (state.isResolved(item.offset)) continue;
+      if (!state.finished.has(item.offset)) break;
+      resolveOffset(item.offset);
+      state.resolved(item.offset);
+    }
+  }
+
+  /**
+   * Pauses the partition and schedules its resume: when the starved pools have refilled enough for
+   * what waits here, or when the earliest pending retry is due, whichever comes first.
+   */
+  private pauseUntilReady(state: PartitionState, open: Item[], starved: Map<TokenPool, number>): void {
+    if (state.cancelResume) return;
+    const timers: NodeJS.Timeout[] = [];
+    const wake = () => {
+      if (this.partitions.get(state.key) !== state || !state.cancelResume) return;
+      cancel();
+      this.deps.observer.resumed?.(state.topic, state.partition, Date.now() - state.pausedAt);
+      this.deps.resume(state.topic, state.partition);
+    };
+    const cancel = () => {
+      for (const timer of timers) clearTimeout(timer);
+      for (const pool of starved.keys()) pool.cancel(state.key);
+      state.cancelResume = undefined;
+    };
+
+    let wakeAt = Number.POSITIVE_INFINITY;
+    for (const [pool, need] of starved) wakeAt = Math.min(wakeAt, pool.whenRefilled(state.key, need, wake));
+    const dueTimes = open
+      .filter((item) => item.decoded.ok && item.notBefore > Date.now() && item.alreadyDone === undefined)
+      .map((item) => item.notBefore);
+    if (dueTimes.length > 0) {
+      const due = Math.min(...dueTimes);
+      wakeAt = Math.min(wakeAt, due);
+      timers.push(setTimeout(wake, Math.max(0, due - Date.now())));
+    }
+    if (wakeAt === Number.POSITIVE_INFINITY) {
+      // Nothing to wait for (e.g. a duplicate id held back for its twin's mark): read again shortly.
+      wakeAt = Date.now() + 50;
+      timers.push(setTimeout(wake, 50));
+    }
+    state.cancelResume = cancel;
+    state.pausedAt = Date.now();
+    this.deps.pause(state.topic, state.partition);
+    this.deps.observer.paused?.(state.topic, state.partition, Math.max(0, wakeAt - Date.now()));
+  }
+
+  private forget(state: PartitionState): void {
+    if (state.cancelResume) {
+      state.cancelResume();
+      this.deps.resume(state.topic, state.partition);
+    }
+  }
+}

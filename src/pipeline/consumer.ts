@@ -1,0 +1,214 @@
+import type { Redis } from 'ioredis';
+import type { Consumer, Kafka, Producer } from 'kafkajs';
+import { type Config, type Topics, topicsOf } from '../config.ts';
+import type { NotificationEvent, Platform } from '../events/event.ts';
+import { ensureTopics } from '../kafka/topics.ts';
+import type { Logger } from '../log.ts';
+import type { PushProvider } from '../providers/types.ts';
+import { BatchProcessor } from './batch-processor.ts';
+import { DoneStore } from './done-store.ts';
+import { noopObserver, type PipelineObserver } from './observer.ts';
+import { OutcomeWriter } from './outcome-writer.ts';
+import { type PoolBucket, TokenPool, type TokenSource } from './token-pool.ts';
+
+/** What {@link NotificationConsumer.start} needs besides the configuration. */
+export interface ConsumerDeps {
+  kafka: Kafka;
+  redis: Redis;
+  providers: Record<Platform, PushProvider>;
+  /** The Redis token bucket; ignored when the limiter is disabled. */
+  tokenSource: TokenSource;
+  logger: Logger;
+  observer?: PipelineObserver;
+}
+
+/** A started consumer: one member of the group. */
+export class NotificationConsumer {
+  readonly topics: Topics;
+  private readonly config: Config;
+  private readonly deps: ConsumerDeps;
+  private readonly consumer: Consumer;
+  private readonly producer: Producer;
+  private readonly processor: BatchProcessor;
+  private readonly pools = new Map<string, TokenPool>();
+  private joined = false;
+  /** Called when the consumer died for good (a non-retriable crash); the process should exit. */
+  onFatal: ((error: Error) => void) | undefined;
+  private stopping: Promise<void> | undefined;
+
+  private constructor(config: Config, deps: ConsumerDeps, producer: Producer) {
+    this.config = config;
+    this.deps = deps;
+    this.topics = topicsOf(config);
+    this.producer = producer;
+    this.consumer = deps.kafka.consumer({
+      groupId: config.AQUEDUCT_GROUP_ID,
+      maxBytesPerPartition: config.AQUEDUCT_FETCH_MAX_BYTES_PER_PARTITION,
+      // A resumed partition should be fetched promptly, not after a long-poll of an idle one.
+      maxWaitTimeInMs: 100,
+      sessionTimeout: 30_000,
+      rebalanceTimeout: 60_000,
+      heartbeatInterval: 3_000,
+    });
+    const observer = deps.observer ?? noopObserver;
+    this.processor = new BatchProcessor(
+      {
+        providers: deps.providers,
+        doneStore: new DoneStore(deps.redis, {
+          prefix: config.AQUEDUCT_REDIS_PREFIX,
+          ttlSeconds: config.AQUEDUCT_DEDUPE_TTL_SECONDS,
+        }),
+        outcomes: new OutcomeWriter(producer, this.topics),
+        poolFor: (event) => this.poolFor(event),
+        pause: (topic, partition) => this.consumer.pause([{ topic, partitions: [partition] }]),
+        resume: (topic, partition) => this.consumer.resume([{ topic, partitions: [partition] }]),
+        observer,
+      },
+      {
+        retryTopic: this.topics.retry,
+        maxMessageBytes: config.AQUEDUCT_MAX_MESSAGE_BYTES,
+        maxAttempts: config.AQUEDUCT_MAX_ATTEMPTS,
+        retryBaseMs: config.AQUEDUCT_RETRY_BASE_MS,
+        maxPerStep: Math.max(config.AQUEDUCT_SEND_CONCURRENCY * 8, 500),
+      },
+    );
+  }
+
+  /** Connects, creates the outcome topics, joins the group and starts consuming. */
+  static async start(config: Config, deps: ConsumerDeps): Promise<NotificationConsumer> {
+    const topics = topicsOf(config);
+    const admin = deps.kafka.admin();
+    await admin.connect();
+    try {
+      const existing = new Set(await admin.listTopics());
+      if (!existing.has(topics.main)) {
+        throw new Error(
+          `topic "${topics.main}" does not exist: create it (aqueduct publish --create-topic --partitions N) or set AQUEDUCT_TOPIC`,
+        );
+      }
+      const [metadata] = (await admin.fetchTopicMetadata({ topics: [topics.main] })).topics;
+      const numPartitions = metadata?.partitions.length ?? 1;
+      await ensureTopics(admin, [
+        { topic: topics.retry, numPartitions },
+        { topic: topics.deadLetter, numPartitions },
+        { topic: topics.invalidTokens, numPartitions },
+      ]);
+    } finally {
+      await admin.disconnect();
+    }
+
+    const producer = deps.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+    await producer.connect();
+    const instance = new NotificationConsumer(config, deps, producer);
+    await instance.run();
+    return instance;
+  }
+
+  /** True once this member has joined the group and received its partitions. */
+  get ready(): boolean {
+    return this.joined && !this.stopping;
+  }
+
+  pausedPartitions(): number {
+    return this.processor.pausedCount();
+  }
+
+  private async run(): Promise<void> {
+    const { logger } = this.deps;
+    const events = this.consumer.events;
+    this.consumer.on(events.GROUP_JOIN, ({ payload }) => {
+      // Partition state (pause timers, finished offsets) never survives a rebalance: a partition that
+      // stays ours is re-read from its committed offset and deduped against Redis.
+      this.processor.reset();
+      this.joined = true;
+      logger.info(
+        { assignment: payload.memberAssignment, leader: payload.isLeader },
+        'joined the consumer group',
+      );
+    });
+    this.consumer.on(events.REBALANCING, () => logger.info('rebalancing'));
+    this.consumer.on(events.CRASH, ({ payload }) => {
+      logger.error({ err: errorSummary(payload.error), restart: payload.restart }, 'consumer crashed');
+      // kafkajs restarts itself after a retriable crash; after any other, this member is dead weight in
+      // the group: stop cleanly so the process exits and its supervisor starts a fresh one.
+      if (!payload.restart) this.onFatal?.(payload.error);
+    });
+    await this.consumer.connect();
+    await this.consumer.subscribe({ topics: [this.topics.main, this.topics.retry], fromBeginning: true });
+    await this.consumer.run({
+      eachBatchAutoResolve: false,
+      autoCommitInterval: 1000,
+      partitionsConsumedConcurrently: 8,
+      eachBatch: (payload) => this.processor.eachBatch(payload),
+    });
+  }
+
+  /** The pool of an event's bucket group: its provider's bucket, and its tenant's when it has one. */
+  private poolFor(event: NotificationEvent): TokenPool | undefined {
+    if (!this.config.AQUEDUCT_LIMITER_ENABLED) return undefined;
+    const tenantCapped = event.tenant !== undefined && this.config.AQUEDUCT_TENANT_RATE !== undefined;
+    const key = tenantCapped ? `${event.platform}:tenant:${event.tenant}` : event.platform;
+    let pool = this.pools.get(key);
+    if (!pool) {
+      const provider = this.providerBucket(event.platform);
+      const buckets: PoolBucket[] = [provider];
+      if (tenantCapped) {
+        const rate = this.config.AQUEDUCT_TENANT_RATE ?? provider.rate;
+        buckets.push({ name: key, rate, capacity: this.config.AQUEDUCT_TENANT_BURST ?? Math.ceil(rate) });
+      }
+      const chunk = this.config.AQUEDUCT_ACQUIRE_CHUNK ?? Math.ceil(provider.rate / 4);
+      pool = new TokenPool(this.deps.tokenSource, buckets, {
+        chunk,
+        onError: (error) => this.deps.logger.warn({ err: errorSummary(error) }, 'token acquire failed'),
+      });
+      this.pools.set(key, pool);
+    }
+    return pool;
+  }
+
+  private providerBucket(platform: Platform): PoolBucket {
+    return platform === 'fcm'
+      ? { name: 'fcm', rate: this.config.AQUEDUCT_FCM_RATE, capacity: this.config.AQUEDUCT_FCM_BURST }
+      : { name: 'apns', rate: this.config.AQUEDUCT_APNS_RATE, capacity: this.config.AQUEDUCT_APNS_BURST };
+  }
+
+  /**
+   * Graceful stop: no new fetches, the batch in progress finishes its sends and records, offsets are
+   * committed, held tokens are refunded, connections close. Bounded by AQUEDUCT_SHUTDOWN_TIMEOUT_MS;
+   * past it the process may exit and the uncommitted tail is redelivered (and deduped) elsewhere.
+   */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      const { logger } = this.deps;
+      const started = Date.now();
+      const drain = (async () => {
+        await this.consumer.stop();
+        this.processor.reset();
+        await this.consumer.disconnect();
+        await Promise.all([...this.pools.values()].map((pool) => pool.close()));
+        await this.producer.disconnect();
+      })();
+      const timedOut = await Promise.race([
+        drain.then(() => false),
+        new Promise<boolean>((resolve) =>
+          setTimeout(resolve, this.config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS, true).unref(),
+        ),
+      ]);
+      logger.info(
+        { ms: Date.now() - started, timedOut },
+        timedOut ? 'drain timed out' : 'drained and committed',
+      );
+    })();
+    return this.stopping;
+  }
+}
+
+/** An error as a log field: its name, message and retriable flag, never its full context. */
+export function errorSummary(error: unknown): Record<string, unknown> {
+  if (!(error instanceof Error)) return { message: String(error) };
+  return {
+    name: error.name,
+    message: error.message,
+    ...('retriable' in error ? { retriable: (error as { retriable: unknown }).retriable } : {}),
+  };
+}

@@ -1,0 +1,109 @@
+import { createReadStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { type Command, InvalidArgumentError } from 'commander';
+import { loadConfig, topicsOf } from '../config.ts';
+import { createKafka } from '../kafka/client.ts';
+import { ensureTopics } from '../kafka/topics.ts';
+import { generateEvents } from './generate.ts';
+import { publishEvents } from './publisher.ts';
+
+interface PublishFlags {
+  generate?: number;
+  deadTokenRatio: number;
+  tenants?: string;
+  topic?: string;
+  partitions: number;
+  createTopic: boolean;
+  validate: boolean;
+  quiet: boolean;
+}
+
+const count = (value: string) => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('a positive whole number');
+  return n;
+};
+const ratio = (value: string) => {
+  const n = Number(value);
+  if (!(n >= 0 && n <= 1)) throw new InvalidArgumentError('a number from 0 to 1');
+  return n;
+};
+
+/** `aqueduct publish`: events from a JSON-lines file, stdin, or a generator, onto the topic. */
+export function registerPublishCommand(program: Command): void {
+  program
+    .command('publish')
+    .description(
+      'publish notification events (JSON lines from a file or stdin, or --generate N) to the topic',
+    )
+    .argument('[file]', 'JSON-lines file, one event per line ("-" or nothing: stdin)')
+    .option('--generate <n>', 'publish N synthetic events instead (mixed platforms and tenants)', count)
+    .option('--dead-token-ratio <r>', 'with --generate: share of events with a dead device token', ratio, 0)
+    .option('--tenants <list>', 'with --generate: comma-separated tenants to spread events over')
+    .option('--topic <name>', 'topic (default: AQUEDUCT_TOPIC or "notifications")')
+    .option('--partitions <n>', 'with --create-topic: partition count', count, 6)
+    .option('--create-topic', 'create the topic (and its retry/dlq/invalid-tokens topics) if missing', false)
+    .option('--no-validate', 'send lines as they are (for testing the consumer with bad input)')
+    .option('-q, --quiet', 'no progress output', false)
+    .addHelpText(
+      'after',
+      "\nMessage key: a hash of platform + device token, so one device's notifications stay in order.\nEnvironment: KAFKA_BROKERS, AQUEDUCT_TOPIC.",
+    )
+    .action(async (file: string | undefined, flags: PublishFlags) => {
+      const config = loadConfig();
+      const topic = flags.topic ?? config.AQUEDUCT_TOPIC;
+      const kafka = createKafka({
+        brokers: config.KAFKA_BROKERS,
+        clientId: `${config.KAFKA_CLIENT_ID}-publish`,
+      });
+      if (flags.createTopic) {
+        const admin = kafka.admin();
+        await admin.connect();
+        const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
+        const created = await ensureTopics(
+          admin,
+          [topics.main, topics.retry, topics.deadLetter, topics.invalidTokens].map((t) => ({
+            topic: t,
+            numPartitions: flags.partitions,
+          })),
+        );
+        await admin.disconnect();
+        if (created.length > 0 && !flags.quiet) console.error(`created ${created.join(', ')}`);
+      }
+
+      const source =
+        flags.generate !== undefined
+          ? generateEvents({
+              count: flags.generate,
+              deadTokenRatio: flags.deadTokenRatio,
+              ...(flags.tenants ? { tenants: flags.tenants.split(',').filter(Boolean) } : {}),
+            })
+          : lines(file);
+      const total = flags.generate;
+      const started = Date.now();
+      let lastReport = 0;
+      const result = await publishEvents(kafka, source, {
+        topic,
+        validate: flags.validate,
+        onProgress: (published) => {
+          if (flags.quiet || Date.now() - lastReport < 1000) return;
+          lastReport = Date.now();
+          const rate = Math.round(published / ((Date.now() - started) / 1000));
+          console.error(`published ${published}${total ? ` of ${total}` : ''} (${rate}/s)`);
+        },
+        onInvalid: (error) => console.error(`skipped ${error.message}`),
+      });
+      const seconds = (Date.now() - started) / 1000;
+      if (!flags.quiet)
+        console.error(`published ${result.published} events to ${topic} in ${seconds.toFixed(1)} s`);
+      console.log(JSON.stringify({ published: result.published, invalid: result.invalid, topic, seconds }));
+      if (result.invalid > 0) process.exitCode = 1;
+    });
+}
+
+async function* lines(file: string | undefined): AsyncGenerator<string> {
+  const input = !file || file === '-' ? process.stdin : createReadStream(file);
+  for await (const line of createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY })) {
+    if (line.trim() !== '') yield line;
+  }
+}
