@@ -14,7 +14,10 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 # --ignore-scripts: no production dependency needs its install script (protobufjs' only prints a version
 # hint; @firebase/util's writes a browser default nobody here reads), and not running them is safer.
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+# `npm install` rather than `npm ci`: vite (a dev dependency) names a Windows-only optional package that
+# the registry does not serve, so the lockfile can never list it and `npm ci` refuses the lockfile as
+# out of sync. `npm install` still resolves from the lockfile where it can.
+RUN npm install --omit=dev --ignore-scripts --no-audit --no-fund \
   && npm cache clean --force
 
 # ---- runtime: the same base, the sources, and those packages ----
