@@ -1,0 +1,41 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type NotificationEventInput, notificationEventSchema } from '../../src/events/event.ts';
+import type { PushRequest } from '../../src/providers/types.ts';
+
+/** A valid event (defaults applied), with a fresh id and token unless given. */
+export function pushRequest(overrides: Partial<NotificationEventInput> = {}, attempt = 1): PushRequest {
+  const event = notificationEventSchema.parse({
+    id: `evt-${randomUUID()}`,
+    platform: 'fcm',
+    token: `tok-${randomUUID()}`,
+    notification: { title: 'Hello', body: 'World' },
+    ...overrides,
+  });
+  return { event, attempt };
+}
+
+/** A data payload of about `bytes` bytes: over both providers' 4096-byte limit when asked. */
+export function bulkyData(bytes: number): Record<string, string> {
+  const data: Record<string, string> = {};
+  for (let i = 0; bytes > 0; i += 1, bytes -= 1000) data[`k${i}`] = 'x'.repeat(Math.min(1000, bytes));
+  return data;
+}
+
+/** A temporary directory for PEM files, removed by `cleanup`. */
+export function tempFiles(): { dir: string; write(name: string, content: string): string; cleanup(): void } {
+  const dir = mkdtempSync(join(tmpdir(), 'aqueduct-provider-test-'));
+  return {
+    dir,
+    write(name, content) {
+      const file = join(dir, name);
+      writeFileSync(file, content);
+      return file;
+    },
+    cleanup() {
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,218 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ApnsProvider,
+  createApnsProvider,
+  type PushProvider,
+  parseEndpoint,
+  throwAwaySigningKey,
+} from '../../src/providers/index.ts';
+import { EVENT_ID_DATA_KEY } from '../../src/providers/types.ts';
+import { type ApnsSimulator, startApnsSimulator } from '../../src/simulators/index.ts';
+import { bulkyData, pushRequest, tempFiles } from '../helpers/provider-fixtures.ts';
+
+const apnsPush = (overrides: Parameters<typeof pushRequest>[0] = {}) =>
+  pushRequest({ platform: 'apns', ...overrides });
+
+// The real @parse/node-apn client against the in-process APNs simulator: no mocks anywhere.
+describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
+  let sim: ApnsSimulator;
+  let apns: PushProvider;
+  const files = tempFiles();
+  // An EC P-256 key made for this run stands in for Apple's .p8 file.
+  const keyPem = throwAwaySigningKey();
+
+  beforeAll(async () => {
+    sim = await startApnsSimulator({
+      keepPayloads: true,
+      verifyAuth: true,
+      authKeyPem: keyPem,
+      keyId: 'KEY1234567',
+      teamId: 'TEAM123456',
+    });
+    // Built the way the consumer builds it: from the configuration contract's settings.
+    apns = createApnsProvider(
+      {
+        APNS_KEY_FILE: files.write('AuthKey.p8', keyPem),
+        APNS_KEY_ID: 'KEY1234567',
+        APNS_TEAM_ID: 'TEAM123456',
+        APNS_TOPIC: 'dev.aqueduct.test',
+        APNS_PRODUCTION: 'false',
+        APNS_ENDPOINT: sim.url,
+        APNS_CA_FILE: files.write('apns.pem', sim.caPem),
+      },
+      { maxInFlight: 16 },
+    );
+  });
+  afterEach(() => {
+    sim.setFaults({ error500: 0, error503: 0, drop: 0, slow: 0, storm: null });
+    sim.reset();
+  });
+  afterAll(async () => {
+    await apns.close();
+    await sim.close();
+    files.cleanup();
+  });
+
+  it('delivers with a verified provider token, mapping every event field onto the APNs request', async () => {
+    const before = Math.floor(Date.now() / 1000);
+    const request = apnsPush({
+      notification: { title: 'Título', body: 'Body ✓' },
+      data: { orderId: '42' },
+      priority: 'high',
+      ttlSeconds: 90,
+      collapseKey: 'orders',
+    });
+    const [outcome] = await apns.send([request]);
+    const [record] = sim.records();
+    expect(outcome).toEqual({ kind: 'delivered', messageId: record?.messageId, httpStatus: 200 });
+    expect(record?.eventId).toBe(request.event.id);
+    const { headers, body } = (record?.payload ?? {}) as { headers: Record<string, string>; body: unknown };
+    expect(body).toEqual({
+      orderId: '42',
+      [EVENT_ID_DATA_KEY]: request.event.id,
+      aps: { alert: { title: 'Título', body: 'Body ✓' } },
+    });
+    expect(headers).toMatchObject({
+      'apns-id': record?.messageId,
+      'apns-priority': '10',
+      'apns-collapse-id': 'orders',
+      'apns-topic': 'dev.aqueduct.test',
+      'apns-push-type': 'alert',
+    });
+    const expiration = Number(headers['apns-expiration']);
+    expect(expiration).toBeGreaterThanOrEqual(before + 90);
+    expect(expiration).toBeLessThanOrEqual(Math.floor(Date.now() / 1000) + 90);
+  });
+
+  it('sends normal priority as 5 and no expiration or collapse id when the event has none', async () => {
+    await apns.send([apnsPush()]);
+    const { headers } = (sim.records()[0]?.payload ?? {}) as { headers: Record<string, string> };
+    expect(headers['apns-priority']).toBe('5');
+    expect(headers).not.toHaveProperty('apns-expiration');
+    expect(headers).not.toHaveProperty('apns-collapse-id');
+  });
+
+  it('answers one outcome per push, in order, for a mixed batch', async () => {
+    const batch = Array.from({ length: 300 }, (_, i) =>
+      apnsPush({ token: i % 10 === 3 ? `dead-${i}` : i % 10 === 7 ? `bad-${i}` : `tok-${i}` }),
+    );
+    const outcomes = await apns.send(batch);
+    expect(outcomes).toHaveLength(300);
+    for (const [i, outcome] of outcomes.entries()) {
+      const expected = i % 10 === 3 || i % 10 === 7 ? 'invalid-token' : 'delivered';
+      expect(outcome.kind, `push ${i}`).toBe(expected);
+    }
+    expect(sim.stats()).toMatchObject({ requests: 300, accepted: 240, invalidTokens: 60 });
+  });
+
+  it('surfaces a 429 as a throttled retry carrying the Retry-After (which node-apn itself drops)', async () => {
+    sim.setFaults({ storm: { retryAfterSeconds: 7 } });
+    const outcomes = await apns.send([apnsPush(), apnsPush()]);
+    for (const outcome of outcomes) {
+      expect(outcome).toEqual({
+        kind: 'retry',
+        reason: 'TooManyRequests',
+        throttled: true,
+        httpStatus: 429,
+        retryAfterMs: 7000,
+      });
+    }
+    // node-apn would retry a 429 at once, three times; here each push is one request.
+    expect(sim.stats()).toMatchObject({ requests: 2, throttled: 2 });
+  });
+
+  it('reports a dead token (410 Unregistered) and a malformed one (400 BadDeviceToken) as invalid-token', async () => {
+    const outcomes = await apns.send([apnsPush({ token: 'dead-abc' }), apnsPush({ token: 'bad-abc' })]);
+    expect(outcomes).toEqual([
+      { kind: 'invalid-token', reason: 'Unregistered', httpStatus: 410 },
+      { kind: 'invalid-token', reason: 'BadDeviceToken', httpStatus: 400 },
+    ]);
+  });
+
+  it('turns 500 and 503 into plain retries, one request each (no hidden library retry)', async () => {
+    sim.setFaults({ error500: 1 });
+    const [internal] = await apns.send([apnsPush()]);
+    sim.setFaults({ error500: 0, error503: 1 });
+    const [unavailable] = await apns.send([apnsPush()]);
+    expect(internal).toEqual({
+      kind: 'retry',
+      reason: 'InternalServerError',
+      throttled: false,
+      httpStatus: 500,
+    });
+    expect(unavailable).toEqual({
+      kind: 'retry',
+      reason: 'ServiceUnavailable',
+      throttled: false,
+      httpStatus: 503,
+    });
+    expect(sim.stats()).toMatchObject({ requests: 2, serverErrors: 2 });
+    sim.setFaults({ error503: 0 });
+    expect((await apns.send([apnsPush()]))[0]?.kind).toBe('delivered');
+  });
+
+  it('rejects a payload over 4096 bytes (413 PayloadTooLarge) as permanent', async () => {
+    const [outcome] = await apns.send([apnsPush({ data: bulkyData(5000) })]);
+    expect(outcome).toEqual({ kind: 'rejected', reason: 'PayloadTooLarge', httpStatus: 413 });
+    expect(sim.stats()).toMatchObject({ rejected: 1, accepted: 0 });
+  });
+
+  it('turns a dropped connection into a retry, once, and reconnects for the next push', async () => {
+    sim.setFaults({ drop: 1 });
+    const [outcome] = await apns.send([apnsPush()]);
+    expect(outcome).toMatchObject({ kind: 'retry', throttled: false });
+    expect(outcome?.kind === 'retry' && outcome.reason).toMatch(/^network: /);
+    expect(sim.stats()).toMatchObject({ requests: 1, dropped: 1 });
+    sim.setFaults({ drop: 0 });
+    expect((await apns.send([apnsPush()]))[0]?.kind).toBe('delivered');
+  });
+
+  it('never puts the device token into a reason', async () => {
+    sim.setFaults({ drop: 1 });
+    const token = 'secret-token-value';
+    const outcomes = await apns.send([apnsPush({ token })]);
+    expect(JSON.stringify(outcomes)).not.toContain(token);
+  });
+});
+
+describe('APNs provider: credentials', () => {
+  it('is refused (403 InvalidProviderToken, rejected) when its key is not the one the simulator verifies', async () => {
+    const sim = await startApnsSimulator({ verifyAuth: true, authKeyPem: throwAwaySigningKey() });
+    const apns = new ApnsProvider({
+      keyPem: throwAwaySigningKey(),
+      keyId: 'KEY1234567',
+      teamId: 'TEAM123456',
+      topic: 't',
+      production: false,
+      endpoint: parseEndpoint('apns', sim.url, 'APNS_ENDPOINT'),
+      caPem: sim.caPem,
+    });
+    try {
+      expect((await apns.send([apnsPush()]))[0]).toEqual({
+        kind: 'rejected',
+        reason: 'InvalidProviderToken',
+        httpStatus: 403,
+      });
+      expect(sim.stats()).toMatchObject({ authFailures: 1, accepted: 0 });
+    } finally {
+      await apns.close();
+      await sim.close();
+    }
+  });
+
+  it('signs with a throw-away key when pointed at a simulator without APNS_KEY_FILE', async () => {
+    const sim = await startApnsSimulator();
+    const files = tempFiles();
+    const apns = createApnsProvider({
+      APNS_ENDPOINT: sim.url,
+      APNS_CA_FILE: files.write('apns.pem', sim.caPem),
+    });
+    try {
+      expect((await apns.send([apnsPush()]))[0]?.kind).toBe('delivered');
+    } finally {
+      await apns.close();
+      await sim.close();
+      files.cleanup();
+    }
+  });
+});

@@ -1,0 +1,199 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createFcmProvider,
+  FcmProvider,
+  LOCAL_FCM_ACCESS_TOKEN,
+  parseEndpoint,
+} from '../../src/providers/index.ts';
+import { EVENT_ID_DATA_KEY } from '../../src/providers/types.ts';
+import { type FcmSimulator, startFcmSimulator } from '../../src/simulators/index.ts';
+import { bulkyData, pushRequest, tempFiles } from '../helpers/provider-fixtures.ts';
+
+// The real firebase-admin client against the in-process FCM simulator: no mocks anywhere.
+describe('FCM provider (firebase-admin) against the FCM simulator', () => {
+  let sim: FcmSimulator;
+  let fcm: FcmProvider;
+  const files = tempFiles();
+
+  beforeAll(async () => {
+    sim = await startFcmSimulator({ keepPayloads: true, projectId: 'aqueduct-test' });
+    // Built the way the consumer builds it: from the configuration contract's settings.
+    fcm = createFcmProvider(
+      {
+        FCM_ENDPOINT: sim.url,
+        FCM_CA_FILE: files.write('fcm.pem', sim.caPem),
+        FCM_PROJECT_ID: 'aqueduct-test',
+      },
+      { maxInFlight: 16 },
+    );
+  });
+  afterEach(() => {
+    sim.setFaults({ error500: 0, error503: 0, drop: 0, slow: 0, storm: null });
+    sim.reset();
+  });
+  afterAll(async () => {
+    await fcm.close();
+    await sim.close();
+    files.cleanup();
+  });
+
+  it("switches firebase-admin's own retries off (every attempt must pass Aqueduct's bucket)", () => {
+    expect(fcm.libraryRetriesDisabled).toBe(true);
+  });
+
+  it('delivers, mapping every event field onto the FCM v1 message', async () => {
+    const request = pushRequest({
+      notification: { title: 'Título', body: 'Body ✓' },
+      data: { orderId: '42' },
+      priority: 'high',
+      ttlSeconds: 90,
+      collapseKey: 'orders',
+    });
+    const [outcome] = await fcm.send([request]);
+    const [record] = sim.records();
+    expect(outcome).toEqual({ kind: 'delivered', messageId: record?.messageId, httpStatus: 200 });
+    expect(record?.messageId).toMatch(/^projects\/aqueduct-test\/messages\/.+/);
+    expect(record?.eventId).toBe(request.event.id);
+    expect(record?.payload).toEqual({
+      token: request.event.token,
+      notification: { title: 'Título', body: 'Body ✓' },
+      data: { orderId: '42', [EVENT_ID_DATA_KEY]: request.event.id },
+      android: { priority: 'high', ttl: '90s', collapse_key: 'orders' },
+    });
+  });
+
+  it('sends a normal-priority event without TTL or collapse key as just that', async () => {
+    const request = pushRequest();
+    await fcm.send([request]);
+    const payload = sim.records()[0]?.payload as { android: unknown };
+    expect(payload.android).toEqual({ priority: 'normal' });
+  });
+
+  it('answers one outcome per push, in order, for a mixed batch larger than sendEach takes at once', async () => {
+    const batch = Array.from({ length: 620 }, (_, i) =>
+      pushRequest({ token: i % 10 === 3 ? `dead-${i}` : i % 10 === 7 ? `bad-${i}` : `tok-${i}` }),
+    );
+    const outcomes = await fcm.send(batch);
+    expect(outcomes).toHaveLength(620);
+    outcomes.forEach((outcome, i) => {
+      const expected = i % 10 === 3 || i % 10 === 7 ? 'invalid-token' : 'delivered';
+      expect(outcome.kind, `push ${i}`).toBe(expected);
+    });
+    expect(sim.stats()).toMatchObject({ requests: 620, accepted: 496, invalidTokens: 124 });
+    const delivered = new Set(sim.records().map((r) => r.eventId));
+    for (const [i, request] of batch.entries()) {
+      expect(delivered.has(request.event.id)).toBe(outcomes[i]?.kind === 'delivered');
+    }
+  });
+
+  it('surfaces a 429 as a throttled retry carrying the Retry-After', async () => {
+    sim.setFaults({ storm: { retryAfterSeconds: 7 } });
+    const [outcome] = await fcm.send([pushRequest()]);
+    expect(outcome).toEqual({
+      kind: 'retry',
+      reason: 'QUOTA_EXCEEDED',
+      throttled: true,
+      httpStatus: 429,
+      retryAfterMs: 7000,
+    });
+    expect(sim.stats()).toMatchObject({ requests: 1, throttled: 1, accepted: 0 });
+  });
+
+  it('reports a dead token (404 UNREGISTERED) and a malformed one (400) as invalid-token', async () => {
+    const outcomes = await fcm.send([pushRequest({ token: 'dead-abc' }), pushRequest({ token: 'bad-abc' })]);
+    expect(outcomes).toEqual([
+      { kind: 'invalid-token', reason: 'UNREGISTERED', httpStatus: 404 },
+      { kind: 'invalid-token', reason: 'INVALID_ARGUMENT: invalid registration token', httpStatus: 400 },
+    ]);
+  });
+
+  it('turns 500 and 503 into plain retries, one request each (no hidden library retry)', async () => {
+    sim.setFaults({ error500: 1 });
+    const [internal] = await fcm.send([pushRequest()]);
+    sim.setFaults({ error500: 0, error503: 1 });
+    const [unavailable] = await fcm.send([pushRequest()]);
+    expect(internal).toEqual({ kind: 'retry', reason: 'INTERNAL', throttled: false, httpStatus: 500 });
+    expect(unavailable).toEqual({ kind: 'retry', reason: 'UNAVAILABLE', throttled: false, httpStatus: 503 });
+    expect(sim.stats()).toMatchObject({ requests: 2, serverErrors: 2 });
+  });
+
+  it('rejects a payload over 4096 bytes as permanent', async () => {
+    const [outcome] = await fcm.send([pushRequest({ data: bulkyData(5000) })]);
+    expect(outcome).toMatchObject({ kind: 'rejected', httpStatus: 400 });
+    expect(outcome?.kind === 'rejected' && outcome.reason).toMatch(/^INVALID_ARGUMENT: Message is too big/);
+    expect(sim.stats()).toMatchObject({ rejected: 1, accepted: 0 });
+  });
+
+  it('turns a dropped connection into a retry, once', async () => {
+    sim.setFaults({ drop: 1 });
+    const [outcome] = await fcm.send([pushRequest()]);
+    expect(outcome).toEqual({ kind: 'retry', reason: 'network: ECONNRESET', throttled: false });
+    expect(sim.stats()).toMatchObject({ requests: 1, dropped: 1 });
+    // The next push gets a fresh connection.
+    sim.setFaults({ drop: 0 });
+    expect((await fcm.send([pushRequest()]))[0]?.kind).toBe('delivered');
+  });
+
+  it('still delivers when answers are slow', async () => {
+    sim.setFaults({ slow: 1, slowMs: 200 });
+    const outcomes = await fcm.send([pushRequest(), pushRequest()]);
+    expect(outcomes.map((o) => o.kind)).toEqual(['delivered', 'delivered']);
+    expect(sim.stats().slowed).toBe(2);
+  });
+
+  it('never puts the device token into a reason', async () => {
+    sim.setFaults({ error503: 1 });
+    const token = 'dead-secret-token-value';
+    const outcomes = await fcm.send([pushRequest({ token })]);
+    expect(JSON.stringify(outcomes)).not.toContain(token);
+  });
+});
+
+describe('FCM provider: credentials and trust', () => {
+  it('sends the local token to an override, and the simulator can insist on it', async () => {
+    const sim = await startFcmSimulator({ verifyAuth: true, accessToken: LOCAL_FCM_ACCESS_TOKEN });
+    const good = new FcmProvider({
+      endpoint: parseEndpoint('fcm', sim.url, 'FCM_ENDPOINT'),
+      caPem: sim.caPem,
+      accessToken: LOCAL_FCM_ACCESS_TOKEN,
+      projectId: 'p',
+    });
+    const bad = new FcmProvider({
+      endpoint: parseEndpoint('fcm', sim.url, 'FCM_ENDPOINT'),
+      caPem: sim.caPem,
+      accessToken: 'someone-else',
+      projectId: 'p',
+    });
+    try {
+      expect((await good.send([pushRequest()]))[0]?.kind).toBe('delivered');
+      expect((await bad.send([pushRequest()]))[0]).toEqual({
+        kind: 'retry',
+        reason: 'UNAUTHENTICATED',
+        throttled: false,
+        httpStatus: 401,
+      });
+      expect(sim.stats()).toMatchObject({ accepted: 1, authFailures: 1 });
+    } finally {
+      await Promise.all([good.close(), bad.close()]);
+      await sim.close();
+    }
+  });
+
+  it('refuses a server it was not told to trust, as a retry naming the TLS error', async () => {
+    const sim = await startFcmSimulator();
+    const untrusting = new FcmProvider({
+      endpoint: parseEndpoint('fcm', sim.url, 'FCM_ENDPOINT'),
+      accessToken: 't',
+      projectId: 'p',
+    });
+    try {
+      const [outcome] = await untrusting.send([pushRequest()]);
+      expect(outcome).toMatchObject({ kind: 'retry', throttled: false });
+      expect(outcome?.kind === 'retry' && outcome.reason).toMatch(/^network: .*(SELF_SIGNED|CERT|VERIFY)/);
+      expect(sim.stats().requests).toBe(0);
+    } finally {
+      await untrusting.close();
+      await sim.close();
+    }
+  });
+});

@@ -1,0 +1,148 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createProviders } from '../../src/providers/index.ts';
+import { pushRequest, tempFiles } from '../helpers/provider-fixtures.ts';
+
+const bin = fileURLToPath(new URL('../../bin/aqueduct.js', import.meta.url));
+
+/** `aqueduct simulate …` as a child process, with its output collected line by line. */
+function simulate(args: string[]) {
+  const child = spawn(process.execPath, [bin, 'simulate', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const out: string[] = [];
+  const err: string[] = [];
+  const waiters: Array<() => void> = [];
+  const collect = (lines: string[]) => (chunk: Buffer) => {
+    lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+    for (const wake of waiters.splice(0)) wake();
+  };
+  child.stdout?.on('data', collect(out));
+  child.stderr?.on('data', collect(err));
+  child.on('exit', () => {
+    for (const wake of waiters.splice(0)) wake();
+  });
+  /** Resolves once `predicate` holds for the output so far (the test's own timeout bounds the wait). */
+  const until = async (predicate: () => boolean): Promise<void> => {
+    while (!predicate()) {
+      if (child.exitCode !== null) throw new Error(`simulator exited ${child.exitCode}:\n${err.join('\n')}`);
+      await new Promise<void>((resolve) => waiters.push(resolve));
+    }
+  };
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, out, err, until, exited };
+}
+
+const running: ChildProcess[] = [];
+afterEach(() => {
+  for (const child of running.splice(0)) if (child.exitCode === null) child.kill('SIGKILL');
+});
+
+/** `export KEY=value` lines → an environment. */
+function exportsOf(lines: string[]): Record<string, string> {
+  return Object.fromEntries(
+    lines
+      .filter((line) => line.startsWith('export '))
+      .map((line) => line.slice('export '.length).split(/=(.*)/s).slice(0, 2) as [string, string]),
+  );
+}
+
+describe('aqueduct simulate (command line)', () => {
+  it('fcm: prints where it listens and the env for Aqueduct, serves pushes, logs a summary per second, stops on SIGTERM', async () => {
+    const files = tempFiles();
+    const certDir = join(files.dir, 'certs');
+    const sim = simulate([
+      'fcm',
+      '--port',
+      '0',
+      '--rate',
+      '800',
+      '--burst',
+      '2000',
+      '--cert-dir',
+      certDir,
+      '--host',
+      '127.0.0.1',
+    ]);
+    running.push(sim.child);
+    try {
+      await sim.until(() => sim.out.filter((line) => line.startsWith('export ')).length === 3);
+      const env = exportsOf(sim.out);
+      expect(Object.keys(env).sort()).toEqual(['FCM_CA_FILE', 'FCM_ENDPOINT', 'FCM_PROJECT_ID']);
+      expect(env.FCM_CA_FILE).toBe(`${certDir}/fcm.pem`);
+      expect(sim.err.join('\n')).toMatch(
+        /fcm simulator listening on https:\/\/127\.0\.0\.1:\d+ .*rate 800\/s, burst 2000/,
+      );
+
+      const providers = createProviders(env);
+      try {
+        const outcomes = await providers.fcm.send([
+          pushRequest(),
+          pushRequest(),
+          pushRequest({ token: 'dead-x' }),
+        ]);
+        expect(outcomes.map((o) => o.kind)).toEqual(['delivered', 'delivered', 'invalid-token']);
+      } finally {
+        await providers.fcm.close();
+        await providers.apns.close();
+      }
+      await sim.until(() =>
+        sim.err.some((line) => /^fcm-sim .*accepted \d+\/s \(total 2\) · 429s 0 · errors 0/.test(line)),
+      );
+
+      sim.child.kill('SIGTERM');
+      expect(await sim.exited).toBe(0);
+      expect(sim.err.at(-1)).toMatch(/fcm simulator stopping: .*"accepted":2.*"invalidTokens":1/);
+    } finally {
+      files.cleanup();
+    }
+  });
+
+  it('apns: same, with /stats on the plain-HTTP stats port', async () => {
+    const sim = simulate([
+      'apns',
+      '--port',
+      '0',
+      '--stats-port',
+      '0',
+      '--host',
+      '127.0.0.1',
+      '--rate',
+      '0.01',
+      '--burst',
+      '2',
+    ]);
+    running.push(sim.child);
+    await sim.until(() => sim.out.filter((line) => line.startsWith('export ')).length === 2);
+    const env = exportsOf(sim.out);
+    expect(Object.keys(env).sort()).toEqual(['APNS_CA_FILE', 'APNS_ENDPOINT']);
+    await sim.until(() => sim.err.some((line) => line.startsWith('stats: ')));
+    const statsUrl = /curl -s (http:\/\/\S+\/stats)/.exec(sim.err.join('\n'))?.[1] as string;
+
+    const providers = createProviders(env);
+    try {
+      // Burst 2 and next to no refill: the third push meets the simulator's limit.
+      const outcomes = await providers.apns.send([pushRequest({ platform: 'apns' })]);
+      await providers.apns.send([pushRequest({ platform: 'apns' })]);
+      const [third] = await providers.apns.send([pushRequest({ platform: 'apns' })]);
+      expect(outcomes[0]?.kind).toBe('delivered');
+      expect(third).toMatchObject({
+        kind: 'retry',
+        throttled: true,
+        httpStatus: 429,
+        reason: 'TooManyRequests',
+      });
+      expect(third?.kind === 'retry' && third.retryAfterMs).toBeGreaterThan(90_000);
+    } finally {
+      await providers.fcm.close();
+      await providers.apns.close();
+    }
+    const stats = (await (await fetch(statsUrl)).json()) as Record<string, unknown>;
+    expect(stats).toMatchObject({ simulator: 'apns', accepted: 2, throttled: 1, rate: 0.01, burst: 2 });
+    await sim.until(() => sim.err.some((line) => /^apns-sim .*accepted \d+\/s \(total 2\)/.test(line)));
+
+    sim.child.kill('SIGINT');
+    expect(await sim.exited).toBe(0);
+    expect(sim.err.at(-1)).toMatch(/apns simulator stopping: .*"accepted":2.*"throttled":1/);
+  });
+});

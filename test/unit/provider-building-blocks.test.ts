@@ -1,0 +1,200 @@
+import { describe, expect, it } from 'vitest';
+import { ConcurrencyLimit, mapBounded } from '../../src/providers/concurrency.ts';
+import {
+  createApnsProvider,
+  createFcmProvider,
+  createProviders,
+  ProviderConfigError,
+  parseEndpoint,
+  toApnsNotification,
+  toFcmMessage,
+  UnconfiguredProvider,
+} from '../../src/providers/index.ts';
+import { parseRetryAfterMs } from '../../src/providers/retry-after.ts';
+import { EVENT_ID_DATA_KEY } from '../../src/providers/types.ts';
+import { pushRequest, tempFiles } from '../helpers/provider-fixtures.ts';
+
+describe('event → push mapping', () => {
+  const full = pushRequest({
+    data: { a: '1', [EVENT_ID_DATA_KEY]: 'forged', aps: 'not an aps' },
+    priority: 'high',
+    ttlSeconds: 0,
+    collapseKey: 'k',
+  }).event;
+
+  it('FCM: the event id always wins over a data key of the same name; TTL 0 stays 0', () => {
+    expect(toFcmMessage(full)).toEqual({
+      token: full.token,
+      notification: { title: 'Hello', body: 'World' },
+      data: { a: '1', aps: 'not an aps', [EVENT_ID_DATA_KEY]: full.id },
+      android: { priority: 'high', ttl: 0, collapseKey: 'k' },
+    });
+  });
+
+  it('APNs: aps is ours, TTL 0 means expiration 0 ("now or never"), a TTL is counted from now', () => {
+    const note = toApnsNotification(full, 'dev.app', 1_700_000_000_500);
+    expect(note.rawPayload).toEqual({
+      a: '1',
+      [EVENT_ID_DATA_KEY]: full.id,
+      aps: { alert: { title: 'Hello', body: 'World' } },
+    });
+    expect([note.priority, note.expiry, note.collapseId, note.topic, note.pushType]).toEqual([
+      10,
+      0,
+      'k',
+      'dev.app',
+      'alert',
+    ]);
+    const later = toApnsNotification(pushRequest({ ttlSeconds: 60 }).event, 'dev.app', 1_700_000_000_500);
+    expect(later.expiry).toBe(1_700_000_060);
+    expect(later.priority).toBe(5);
+    expect(later.id).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('Retry-After', () => {
+  it.each([
+    ['7', 7000],
+    [' 0 ', 0],
+    ['1.5', 1500],
+    [['3', '9'], 3000],
+    ['Wed, 01 Jan 2025 00:00:30 GMT', 30_000],
+    ['Tue, 31 Dec 2024 23:00:00 GMT', 0],
+    ['soon', undefined],
+    ['', undefined],
+    [undefined, undefined],
+    ['-5', undefined],
+  ])('%j → %j ms', (value, expected) => {
+    expect(parseRetryAfterMs(value, Date.parse('2025-01-01T00:00:00Z'))).toBe(expected);
+  });
+});
+
+describe('ConcurrencyLimit', () => {
+  it('never runs more than its limit, keeps the order of results, and lets every task finish', async () => {
+    const limit = new ConcurrencyLimit(3);
+    let running = 0;
+    let peak = 0;
+    const results = await mapBounded(
+      Array.from({ length: 40 }, (_, i) => i),
+      limit,
+      async (n) => {
+        running += 1;
+        peak = Math.max(peak, running);
+        await new Promise((resolve) => setTimeout(resolve, (n * 7) % 5));
+        running -= 1;
+        return n * 2;
+      },
+    );
+    expect(results).toEqual(Array.from({ length: 40 }, (_, i) => i * 2));
+    expect(peak).toBe(3);
+    expect(limit.inFlight).toBe(0);
+  });
+
+  it('frees the slot of a task that throws', async () => {
+    const limit = new ConcurrencyLimit(1);
+    await expect(limit.run(async () => Promise.reject(new Error('x')))).rejects.toThrow('x');
+    await expect(limit.run(async () => 'next')).resolves.toBe('next');
+  });
+
+  it('bounds concurrent callers together', async () => {
+    const limit = new ConcurrencyLimit(2);
+    let running = 0;
+    let peak = 0;
+    const task = async () => {
+      running += 1;
+      peak = Math.max(peak, running);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      running -= 1;
+    };
+    await Promise.all([mapBounded([1, 2, 3], limit, task), mapBounded([4, 5, 6], limit, task)]);
+    expect(peak).toBe(2);
+  });
+});
+
+describe('endpoint override', () => {
+  it('parses https://host:port, IPv4, IPv6 and the default port', () => {
+    expect(parseEndpoint('fcm', 'https://fcm-sim:8443', 'FCM_ENDPOINT')).toEqual({
+      host: 'fcm-sim',
+      port: 8443,
+      servername: 'fcm-sim',
+    });
+    expect(parseEndpoint('fcm', 'https://127.0.0.1:9', 'FCM_ENDPOINT')).toEqual({
+      host: '127.0.0.1',
+      port: 9,
+      servername: undefined,
+    });
+    expect(parseEndpoint('apns', 'https://[::1]:8444/', 'APNS_ENDPOINT')).toEqual({
+      host: '::1',
+      port: 8444,
+      servername: undefined,
+    });
+    expect(parseEndpoint('apns', 'https://example.test', 'APNS_ENDPOINT').port).toBe(443);
+  });
+
+  it.each(['http://fcm-sim:8443', 'fcm-sim:8443', 'https://host:1/v1', 'https://u:p@host:1', 'not a url'])(
+    'refuses %s',
+    (value) => {
+      expect(() => parseEndpoint('fcm', value, 'FCM_ENDPOINT')).toThrow(ProviderConfigError);
+    },
+  );
+});
+
+describe('createProviders', () => {
+  it('leaves APNs unconfigured (every push rejected, saying what to set) when nothing is set', async () => {
+    const providers = createProviders({ FCM_ENDPOINT: 'https://127.0.0.1:1', FCM_PROJECT_ID: 'p' });
+    try {
+      expect(providers.apns).toBeInstanceOf(UnconfiguredProvider);
+      const outcomes = await providers.apns.send([pushRequest({ platform: 'apns' })]);
+      expect(outcomes).toEqual([{ kind: 'rejected', reason: expect.stringMatching(/APNS_KEY_FILE/) }]);
+    } finally {
+      await providers.fcm.close();
+      await providers.apns.close();
+    }
+  });
+
+  it('names the missing half of an APNs key', () => {
+    const error = (() => {
+      try {
+        createApnsProvider({ APNS_KEY_FILE: '/nowhere.p8', APNS_KEY_ID: 'K' });
+      } catch (caught) {
+        return caught;
+      }
+      return undefined;
+    })();
+    expect(error).toBeInstanceOf(ProviderConfigError);
+    expect(error).toMatchObject({ setting: 'APNS_TEAM_ID', retriable: false, platform: 'apns' });
+  });
+
+  it('refuses unreadable or non-PEM files, without quoting them', () => {
+    const files = tempFiles();
+    try {
+      expect(() => createFcmProvider({ FCM_ENDPOINT: 'https://h:1', FCM_CA_FILE: '/no/such.pem' })).toThrow(
+        /FCM_CA_FILE cannot be read/,
+      );
+      const junk = files.write('junk.pem', 'secret-looking junk');
+      let message = '';
+      try {
+        createApnsProvider({ APNS_ENDPOINT: 'https://h:1', APNS_CA_FILE: junk });
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      expect(message).toMatch(/APNS_CA_FILE is not a PEM file/);
+      expect(message).not.toContain('secret-looking');
+      expect(() => createApnsProvider({ APNS_KEY_FILE: junk, APNS_KEY_ID: 'K', APNS_TEAM_ID: 'T' })).toThrow(
+        ProviderConfigError,
+      );
+      expect(() => createApnsProvider({ APNS_ENDPOINT: 'https://h:1', APNS_PRODUCTION: 'maybe' })).toThrow(
+        /APNS_PRODUCTION/,
+      );
+    } finally {
+      files.cleanup();
+    }
+  });
+
+  it('keeps a fixed access token away from the real FCM', () => {
+    expect(() => createFcmProvider({ FCM_ENDPOINT: 'ftp://x' })).toThrow(ProviderConfigError);
+    expect(() =>
+      createFcmProvider({ GOOGLE_APPLICATION_CREDENTIALS: '/no/such/service-account.json' }),
+    ).toThrow(/GOOGLE_APPLICATION_CREDENTIALS/);
+  });
+});

@@ -1,0 +1,210 @@
+import { describe, expect, it } from 'vitest';
+import {
+  classifyFcmFailure,
+  describeFcmError,
+  type FcmFailure,
+} from '../../src/providers/fcm-classification.ts';
+import type { PushOutcome } from '../../src/providers/types.ts';
+
+const NOW = Date.parse('2025-01-01T00:00:00Z');
+
+// Every FCM v1 error code (https://firebase.google.com/docs/reference/fcm/rest/v1/ErrorCode), the
+// canonical statuses FCM answers with, and the failures without an answer.
+const table: Array<[string, FcmFailure, PushOutcome]> = [
+  [
+    '404 UNREGISTERED',
+    { httpStatus: 404, status: 'NOT_FOUND', fcmErrorCode: 'UNREGISTERED' },
+    { kind: 'invalid-token', reason: 'UNREGISTERED', httpStatus: 404 },
+  ],
+  [
+    '404 NOT_FOUND without detail',
+    { httpStatus: 404, status: 'NOT_FOUND' },
+    { kind: 'invalid-token', reason: 'NOT_FOUND', httpStatus: 404 },
+  ],
+  [
+    '403 SENDER_ID_MISMATCH',
+    { httpStatus: 403, status: 'PERMISSION_DENIED', fcmErrorCode: 'SENDER_ID_MISMATCH' },
+    { kind: 'invalid-token', reason: 'SENDER_ID_MISMATCH', httpStatus: 403 },
+  ],
+  [
+    '400 INVALID_ARGUMENT (payload)',
+    {
+      httpStatus: 400,
+      status: 'INVALID_ARGUMENT',
+      fcmErrorCode: 'INVALID_ARGUMENT',
+      message: 'Message is too big',
+    },
+    { kind: 'rejected', reason: 'INVALID_ARGUMENT: Message is too big', httpStatus: 400 },
+  ],
+  [
+    '400 INVALID_ARGUMENT (malformed token)',
+    {
+      httpStatus: 400,
+      status: 'INVALID_ARGUMENT',
+      fcmErrorCode: 'INVALID_ARGUMENT',
+      message: 'The registration token is not a valid FCM registration token',
+    },
+    { kind: 'invalid-token', reason: 'INVALID_ARGUMENT: invalid registration token', httpStatus: 400 },
+  ],
+  [
+    '429 QUOTA_EXCEEDED with Retry-After',
+    { httpStatus: 429, status: 'RESOURCE_EXHAUSTED', fcmErrorCode: 'QUOTA_EXCEEDED', retryAfter: '7' },
+    { kind: 'retry', reason: 'QUOTA_EXCEEDED', throttled: true, httpStatus: 429, retryAfterMs: 7000 },
+  ],
+  [
+    '429 RESOURCE_EXHAUSTED with an HTTP-date Retry-After',
+    { httpStatus: 429, status: 'RESOURCE_EXHAUSTED', retryAfter: new Date(NOW + 30_000).toUTCString() },
+    { kind: 'retry', reason: 'RESOURCE_EXHAUSTED', throttled: true, httpStatus: 429, retryAfterMs: 30_000 },
+  ],
+  [
+    '429 without Retry-After',
+    { httpStatus: 429, status: 'RESOURCE_EXHAUSTED', fcmErrorCode: 'QUOTA_EXCEEDED' },
+    { kind: 'retry', reason: 'QUOTA_EXCEEDED', throttled: true, httpStatus: 429 },
+  ],
+  [
+    '503 UNAVAILABLE with Retry-After',
+    { httpStatus: 503, status: 'UNAVAILABLE', fcmErrorCode: 'UNAVAILABLE', retryAfter: '3' },
+    { kind: 'retry', reason: 'UNAVAILABLE', throttled: false, httpStatus: 503, retryAfterMs: 3000 },
+  ],
+  [
+    '500 INTERNAL',
+    { httpStatus: 500, status: 'INTERNAL', fcmErrorCode: 'INTERNAL' },
+    { kind: 'retry', reason: 'INTERNAL', throttled: false, httpStatus: 500 },
+  ],
+  [
+    'UNSPECIFIED_ERROR',
+    { httpStatus: 500, fcmErrorCode: 'UNSPECIFIED_ERROR' },
+    { kind: 'retry', reason: 'UNSPECIFIED_ERROR', throttled: false, httpStatus: 500 },
+  ],
+  [
+    '401 THIRD_PARTY_AUTH_ERROR',
+    {
+      httpStatus: 401,
+      status: 'UNAUTHENTICATED',
+      fcmErrorCode: 'THIRD_PARTY_AUTH_ERROR',
+      message: 'APNs auth key missing',
+    },
+    { kind: 'rejected', reason: 'THIRD_PARTY_AUTH_ERROR: APNs auth key missing', httpStatus: 401 },
+  ],
+  [
+    'APNS_AUTH_ERROR',
+    { httpStatus: 401, fcmErrorCode: 'APNS_AUTH_ERROR' },
+    { kind: 'rejected', reason: 'APNS_AUTH_ERROR', httpStatus: 401 },
+  ],
+  [
+    '401 UNAUTHENTICATED (our OAuth token)',
+    { httpStatus: 401, status: 'UNAUTHENTICATED' },
+    { kind: 'retry', reason: 'UNAUTHENTICATED', throttled: false, httpStatus: 401 },
+  ],
+  [
+    '403 PERMISSION_DENIED',
+    { httpStatus: 403, status: 'PERMISSION_DENIED' },
+    { kind: 'rejected', reason: 'PERMISSION_DENIED', httpStatus: 403 },
+  ],
+  [
+    'non-JSON 502',
+    { httpStatus: 502 },
+    { kind: 'retry', reason: 'HTTP 502', throttled: false, httpStatus: 502 },
+  ],
+  [
+    'non-JSON 429',
+    { httpStatus: 429, retryAfter: '2' },
+    { kind: 'retry', reason: 'HTTP 429', throttled: true, httpStatus: 429, retryAfterMs: 2000 },
+  ],
+  [
+    'non-JSON 404 (a proxy, not FCM)',
+    { httpStatus: 404 },
+    { kind: 'retry', reason: 'HTTP 404', throttled: false, httpStatus: 404 },
+  ],
+  ['non-JSON 400', { httpStatus: 400 }, { kind: 'rejected', reason: 'HTTP 400', httpStatus: 400 }],
+  [
+    'unknown code on a 4xx',
+    { httpStatus: 409, status: 'ALREADY_EXISTS' },
+    { kind: 'rejected', reason: 'ALREADY_EXISTS', httpStatus: 409 },
+  ],
+  [
+    'unknown code on a 5xx',
+    { httpStatus: 504, status: 'SOMETHING_NEW' },
+    { kind: 'retry', reason: 'SOMETHING_NEW', throttled: false, httpStatus: 504 },
+  ],
+  [
+    'timeout',
+    { clientCode: 'app/network-timeout', networkCode: 'ETIMEDOUT' },
+    { kind: 'retry', reason: 'timeout', throttled: false },
+  ],
+  [
+    'connection reset',
+    { clientCode: 'app/network-error', networkCode: 'ECONNRESET' },
+    { kind: 'retry', reason: 'network: ECONNRESET', throttled: false },
+  ],
+  [
+    'connection refused',
+    { clientCode: 'app/network-error', networkCode: 'ECONNREFUSED' },
+    { kind: 'retry', reason: 'network: ECONNREFUSED', throttled: false },
+  ],
+  [
+    'TLS trust failure',
+    { clientCode: 'app/network-error', networkCode: 'DEPTH_ZERO_SELF_SIGNED_CERT' },
+    { kind: 'retry', reason: 'network: DEPTH_ZERO_SELF_SIGNED_CERT', throttled: false },
+  ],
+  [
+    'no access token',
+    { clientCode: 'app/invalid-credential' },
+    { kind: 'retry', reason: 'credential: could not get an access token', throttled: false },
+  ],
+  [
+    'refused by firebase-admin before sending',
+    { clientCode: 'messaging/invalid-payload', message: 'data must only contain string values' },
+    { kind: 'rejected', reason: 'messaging/invalid-payload: data must only contain string values' },
+  ],
+  ['anything else', {}, { kind: 'retry', reason: 'unknown: error', throttled: false }],
+];
+
+describe('FCM classification', () => {
+  it.each(table)('%s', (_name, failure, expected) => {
+    expect(classifyFcmFailure(failure, NOW)).toEqual(expected);
+  });
+
+  it('reads the server code, status, message and Retry-After off a firebase-admin error', () => {
+    // The shape firebase-admin 14 gives `SendResponse.error` (FirebaseMessagingError.httpResponse).
+    const error = Object.assign(new Error('Quota exceeded'), {
+      code: 'messaging/message-rate-exceeded',
+      httpResponse: {
+        status: 429,
+        headers: { 'retry-after': '5', 'content-type': 'application/json' },
+        data: {
+          error: {
+            code: 429,
+            message: 'Quota exceeded',
+            status: 'RESOURCE_EXHAUSTED',
+            details: [
+              { '@type': 'type.googleapis.com/google.rpc.QuotaFailure' },
+              { '@type': 'type.googleapis.com/google.firebase.fcm.v1.FcmError', errorCode: 'QUOTA_EXCEEDED' },
+            ],
+          },
+        },
+      },
+    });
+    expect(describeFcmError(error)).toEqual({
+      clientCode: 'messaging/message-rate-exceeded',
+      httpStatus: 429,
+      retryAfter: '5',
+      status: 'RESOURCE_EXHAUSTED',
+      fcmErrorCode: 'QUOTA_EXCEEDED',
+      message: 'Quota exceeded',
+    });
+  });
+
+  it('finds the socket error code under a network failure', () => {
+    const error = Object.assign(new Error('Error while making request: socket hang up'), {
+      code: 'app/network-error',
+      cause: Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }),
+    });
+    expect(describeFcmError(error)).toMatchObject({ clientCode: 'app/network-error', networkCode: 'ECONNRESET' });
+  });
+
+  it('survives values that are not errors', () => {
+    expect(classifyFcmFailure(describeFcmError(undefined)).kind).toBe('retry');
+    expect(classifyFcmFailure(describeFcmError('boom')).kind).toBe('retry');
+  });
+});
