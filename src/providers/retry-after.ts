@@ -9,6 +9,8 @@ export function parseRetryAfterMs(value: unknown, nowMs: number = Date.now()): n
   const text = raw.trim();
   if (text === '') return undefined;
   if (/^\d+(\.\d+)?$/.test(text)) return Math.round(Number(text) * 1000);
+  // An HTTP-date ("Wed, 21 Oct 2015 07:28:00 GMT") has letters; "-5" must not pass as the year -5.
+  if (!/[A-Za-z]/.test(text)) return undefined;
   const date = Date.parse(text);
   if (Number.isNaN(date)) return undefined;
   return Math.max(0, date - nowMs);
