@@ -1,93 +1,126 @@
 /**
- * `npm run demo`: the foundation's smoke demo. It starts (or finds) Kafka and Redis through the service
- * switch, creates a topic, publishes a handful of events, consumes them back and prints what happened.
- * The pipeline issues grow this into the full viral-burst demo.
+ * `npm run demo`: the viral burst, live. With no configuration it starts a local Kafka broker and
+ * redis-server (or uses KAFKA_BROKERS / REDIS_URL), both provider simulators enforcing a typical limit
+ * (800/s, burst 2000 each), publishes a burst of events (20 000; `--events N`) onto a six-partition
+ * topic, and lets three `aqueduct consume` processes drain it. A live view shows the flow; the summary
+ * counts come from the simulators' records and the topics. `--json` makes the last line one JSON object.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Redis } from 'ioredis';
-import { Kafka, logLevel, Partitioners } from 'kafkajs';
+import { type BurstStatus, runBurst } from '../harness/burst.ts';
 import { SetupError } from '../services/errors.ts';
-import { startServices } from '../services/index.ts';
+import { type Services, startServices } from '../services/index.ts';
+
+const PROVIDER = { rate: 800, burst: 2000 };
+/**
+ * How a user configures Aqueduct for that provider: the provider's rate, and a burst a little below the
+ * provider's, so that the few milliseconds between a grant and its send cannot add up to a 429.
+ */
+const AQUEDUCT = { rate: 800, burst: 1900 };
 
 const { values } = parseArgs({
-  options: { events: { type: 'string', default: '10' }, json: { type: 'boolean', default: false } },
+  options: {
+    events: { type: 'string', default: '20000' },
+    consumers: { type: 'string', default: '3' },
+    partitions: { type: 'string', default: '6' },
+    json: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
 });
-const events = Number(values.events);
-if (!Number.isInteger(events) || events < 1) {
-  console.error(`--events must be a positive whole number, got "${values.events}"`);
-  process.exit(2);
+if (values.help) {
+  console.log('usage: npm run demo -- [--events N] [--consumers N] [--partitions N] [--json]');
+  process.exit(0);
 }
-const say = (message: string) => console.log(values.json ? `# ${message}` : message);
+const events = wholeNumber('events', values.events);
+const consumers = wholeNumber('consumers', values.consumers);
+const partitions = wholeNumber('partitions', values.partitions);
+/** Progress goes to stderr with --json, so that stdout's last line is the JSON object. */
+const say = (message: string) => (values.json ? console.error(message) : console.log(message));
 
-const started = Date.now();
-let services: Awaited<ReturnType<typeof startServices>>;
+let services: Services | undefined;
+let logDir: string | undefined;
+const cleanUp = async () => {
+  await services?.stop();
+  if (logDir) await rm(logDir, { recursive: true, force: true });
+};
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    say(`\n${signal}: stopping what the demo started…`);
+    void cleanUp().finally(() => process.exit(130));
+  });
+}
+
 try {
   services = await startServices({ log: say });
+  logDir = await mkdtemp(join(tmpdir(), 'aqueduct-demo-'));
+  say(
+    `Viral burst: ${events} events → ${partitions} partitions → ${consumers} consumers → FCM + APNs simulators (each ${PROVIDER.rate}/s, burst ${PROVIDER.burst})`,
+  );
+  const live = liveView(say, !values.json && process.stdout.isTTY === true);
+  const result = await runBurst({
+    kafkaBrokers: services.kafkaBrokers,
+    redisUrl: services.redisUrl,
+    events,
+    partitions,
+    consumers,
+    provider: PROVIDER,
+    aqueduct: AQUEDUCT,
+    limiter: true,
+    deadTokenRatio: 0.01,
+    logDir,
+    onTick: live,
+  });
+  const { timeline: _timeline, perProvider, ...summary } = result;
+  say('');
+  say(
+    `published ${result.published} · delivered ${result.delivered} · dead-lettered ${result.deadLettered} · invalid tokens ${result.invalidTokens}`,
+  );
+  say(
+    `lost ${result.lost} · duplicate pushes ${result.duplicates} · provider 429s ${result.provider429} · retried ${result.retried}`,
+  );
+  say(
+    `steady-state ${result.achievedRate}/s of ${result.configuredRate}/s configured · p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms publish→provider · ${result.redisCallsPerPush} Redis calls per push · ${result.seconds} s`,
+  );
+  const json = { ...summary, perProvider, kafka: services.source.kafka, redis: services.source.redis };
+  console.log(values.json ? JSON.stringify(json) : '');
+  const ok = result.lost === 0 && result.duplicates === 0 && result.provider429 === 0;
+  process.exitCode = ok ? 0 : 1;
 } catch (error) {
   if (error instanceof SetupError) {
     console.error(`demo: ${error.message}`);
+    process.exitCode = 2;
+  } else {
+    throw error;
+  }
+} finally {
+  await cleanUp();
+}
+
+/** One line per second (or a redrawn block on a terminal). */
+function liveView(print: (line: string) => void, redraw: boolean): (status: BurstStatus) => void {
+  let drawn = 0;
+  return (s) => {
+    const tokens = Object.entries(s.tokensLeft)
+      .map(([name, left]) => `${name} ${left ?? '–'}`)
+      .join(', ');
+    const lines = [
+      `t=${s.elapsedSeconds.toFixed(0).padStart(3)}s published ${s.published}  delivered ${s.delivered} (${Math.round(s.deliveredPerSecond)}/s of ${s.allowedPerSecond}/s allowed)`,
+      `       tokens left: ${tokens || '–'}  paused partitions ${s.pausedPartitions}  provider 429s ${s.provider429}  retries ${s.retried}  dead letters ${s.deadLettered}  invalid tokens ${s.invalidTokens}`,
+    ];
+    if (s.elapsedSeconds === 0) return; // still publishing
+    if (redraw && drawn > 0) process.stdout.write(`\x1b[${drawn}A\x1b[0J`);
+    for (const line of lines) print(line);
+    drawn = lines.length;
+  };
+}
+
+function wholeNumber(name: string, value: string | undefined): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) {
+    console.error(`demo: --${name} must be a positive whole number, got "${value}"`);
     process.exit(2);
   }
-  throw error;
-}
-const stopOnSignal = () => void services.stop().finally(() => process.exit(130));
-process.once('SIGINT', stopOnSignal);
-process.once('SIGTERM', stopOnSignal);
-
-try {
-  const kafka = new Kafka({
-    clientId: 'aqueduct-demo',
-    brokers: services.kafkaBrokers,
-    logLevel: logLevel.NOTHING,
-  });
-  const topic = `aqueduct-demo-${Date.now()}`;
-  const admin = kafka.admin();
-  await admin.connect();
-  await admin.createTopics({ topics: [{ topic, numPartitions: 6 }], waitForLeaders: true });
-  await admin.disconnect();
-
-  const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
-  await producer.connect();
-  await producer.send({
-    topic,
-    messages: Array.from({ length: events }, (_, i) => ({
-      key: `device-${i}`,
-      value: JSON.stringify({ id: i }),
-    })),
-  });
-  await producer.disconnect();
-  say(`published ${events} events to ${topic} (6 partitions)`);
-
-  const redis = new Redis(services.redisUrl);
-  const counter = `aqueduct:demo:${topic}:consumed`;
-  const consumer = kafka.consumer({ groupId: `${topic}-group` });
-  await consumer.connect();
-  await consumer.subscribe({ topic, fromBeginning: true });
-  const consumed = await new Promise<number>((resolve, reject) => {
-    let count = 0;
-    consumer
-      .run({
-        eachMessage: async () => {
-          count = await redis.incr(counter);
-          if (count === events) resolve(count);
-        },
-      })
-      .catch(reject);
-  });
-  await consumer.disconnect();
-  await redis.del(counter);
-  redis.disconnect();
-
-  const summary = {
-    published: events,
-    consumed,
-    lost: events - consumed,
-    seconds: Number(((Date.now() - started) / 1000).toFixed(2)),
-    kafka: services.source.kafka,
-    redis: services.source.redis,
-  };
-  say(`consumed ${consumed} of ${events} through a consumer group; counted in Redis`);
-  console.log(values.json ? JSON.stringify(summary) : summary);
-} finally {
-  await services.stop();
+  return n;
 }

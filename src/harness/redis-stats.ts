@@ -34,6 +34,18 @@ export async function commandStats(redis: Redis): Promise<Map<string, number>> {
   return stats;
 }
 
+/** True for a command a client sends itself (a round trip), false for one run inside a script. */
+export function isRoundTrip(command: string): boolean {
+  return !NOT_ROUND_TRIPS.has(command.split('|')[0] ?? command);
+}
+
+/** Round trips between two {@link commandStats} readings of the same server. */
+export function roundTripsBetween(before: Map<string, number>, after: Map<string, number>): number {
+  let total = 0;
+  for (const [command, calls] of after) if (isRoundTrip(command)) total += calls - (before.get(command) ?? 0);
+  return total;
+}
+
 /** Top-level calls (round trips) since the last `CONFIG RESETSTAT`, with the per-command breakdown. */
 export async function roundTrips(
   redis: Redis,
@@ -41,7 +53,7 @@ export async function roundTrips(
   const byCommand: Record<string, number> = {};
   let total = 0;
   for (const [command, calls] of await commandStats(redis)) {
-    if (NOT_ROUND_TRIPS.has(command.split('|')[0] ?? command)) continue;
+    if (!isRoundTrip(command)) continue;
     byCommand[command] = calls;
     total += calls;
   }

@@ -48,7 +48,8 @@ export class NotificationConsumer {
       maxWaitTimeInMs: 100,
       sessionTimeout: 30_000,
       rebalanceTimeout: 60_000,
-      heartbeatInterval: 3_000,
+      // A member learns of a rebalance at its next heartbeat; a short interval keeps the stop short.
+      heartbeatInterval: 1_000,
     });
     const observer = deps.observer ?? noopObserver;
     this.processor = new BatchProcessor(

@@ -34,7 +34,12 @@ export interface TokenSource {
 export interface TokenPoolOptions {
   /** When throttled, wait until this many tokens can be had before asking again. */
   chunk: number;
-  /** Largest number of tokens asked for in one call. */
+  /**
+   * Largest number of tokens asked for in one call. Default: two chunks. A process that took a whole
+   * burst at once would send it through its bounded connection pool over hundreds of milliseconds while
+   * the other processes send theirs at once; the provider would then see more than the bucket granted
+   * in some window. Small takes keep the delay between a grant and its send short and even.
+   */
   maxRequest?: number;
   /** Back-off after the limiter failed (Redis unreachable, fail-closed). Default 1000 ms. */
   failureBackoffMs?: number;
@@ -67,11 +72,12 @@ export class TokenPool {
     this.source = source;
     this.buckets = buckets;
     const smallestCapacity = Math.min(...buckets.map((b) => b.capacity));
+    const chunk = Math.max(1, Math.min(options.chunk, smallestCapacity));
     this.options = {
-      maxRequest: smallestCapacity,
       failureBackoffMs: 1000,
       ...options,
-      chunk: Math.max(1, Math.min(options.chunk, smallestCapacity)),
+      chunk,
+      maxRequest: Math.min(options.maxRequest ?? chunk * 2, smallestCapacity),
     };
   }
 

@@ -192,8 +192,10 @@ function serverProperties(p: {
     'offsets.topic.num.partitions': '10',
     'transaction.state.log.replication.factor': '1',
     'transaction.state.log.min.isr': '1',
-    // Tests and the demo start consumers in quick succession; do not hold the first rebalance back.
-    'group.initial.rebalance.delay.ms': '0',
+    // Kafka's default: a new group waits 3 s for more members before its first assignment, so that a
+    // fleet started together (the demo's three consumers) joins as one generation instead of rebalancing
+    // once per member.
+    'group.initial.rebalance.delay.ms': '3000',
     'auto.create.topics.enable': 'false',
     'log.retention.hours': '2',
     'log.segment.bytes': String(64 * 1024 * 1024),

@@ -1,0 +1,354 @@
+import { randomUUID } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { topicsOf } from '../config.ts';
+import type { Platform } from '../events/event.ts';
+import { createKafka } from '../kafka/client.ts';
+import { ensureTopics } from '../kafka/topics.ts';
+import { TokenBucketLimiter } from '../limiter/index.ts';
+import { generateEvents } from '../publish/generate.ts';
+import { publishEvents } from '../publish/publisher.ts';
+import type { SimulatorFaults } from '../simulators/shared.ts';
+import { type ConsumerProcess, spawnConsumer } from './fleet.ts';
+import { commandStats, roundTripsBetween } from './redis-stats.ts';
+import { startSimulators } from './simulators.ts';
+import { countMessages, readTopic } from './topics.ts';
+
+/** Options of {@link runBurst}. */
+export interface BurstOptions {
+  kafkaBrokers: string[];
+  redisUrl: string;
+  /** Events published before the consumers start. */
+  events: number;
+  partitions: number;
+  consumers: number;
+  /** What each simulated provider allows. */
+  provider: { rate: number; burst: number };
+  /** What Aqueduct is configured with, per provider (ignored when `limiter` is false). */
+  aqueduct: { rate: number; burst: number };
+  /** false: the fire-and-forget baseline (no token bucket, 429s retried). */
+  limiter: boolean;
+  deadTokenRatio: number;
+  /** Faults the simulators inject (e.g. `{ error500: 0.01 }`). */
+  faults?: Partial<SimulatorFaults>;
+  /** Extra consumer environment. */
+  env?: Record<string, string>;
+  /** Where the consumers' logs go. */
+  logDir: string;
+  /** Called about once a second with what is happening. */
+  onTick?: (status: BurstStatus) => void;
+  /** Give up after this long. Default 10 minutes. */
+  timeoutMs?: number;
+}
+
+/** A live snapshot, for the demo's terminal view. */
+export interface BurstStatus {
+  elapsedSeconds: number;
+  published: number;
+  delivered: number;
+  deliveredPerSecond: number;
+  allowedPerSecond: number;
+  tokensLeft: Record<string, number | null>;
+  pausedPartitions: number;
+  provider429: number;
+  retried: number;
+  deadLettered: number;
+  invalidTokens: number;
+}
+
+/** What a burst run measured: every count from the simulators' records and the topics. */
+export interface BurstResult {
+  published: number;
+  delivered: number;
+  deadLettered: number;
+  invalidTokens: number;
+  retried: number;
+  provider429: number;
+  lost: number;
+  duplicates: number;
+  seconds: number;
+  /** Sum over providers of the rate Aqueduct was configured with (the providers' allowance with no limiter). */
+  configuredRate: number;
+  /** Steady-state deliveries per second, summed over providers: counted after each provider's first `burst` deliveries, until its last. */
+  achievedRate: number;
+  /** Delivered ÷ (provider burst + provider rate × elapsed), the lower of the two providers. */
+  envelopeRatio: number;
+  /** Publish acknowledgement → provider acceptance, in ms. */
+  p50Ms: number;
+  p99Ms: number;
+  /** Top-level Redis calls (INFO commandstats, before/after) ÷ delivered. */
+  redisCallsPerPush: number;
+  perProvider: Record<
+    Platform,
+    { delivered: number; achievedRate: number; envelopeRatio: number; provider429: number }
+  >;
+  /** Deliveries and 429s per second of the run, for the picture. */
+  timeline: Array<{ second: number; delivered: number; provider429: number }>;
+  consumerCrashes: number;
+}
+
+/**
+ * The viral burst, end to end with real parts: a fresh topic, both simulators enforcing the provider
+ * limit, N events published as fast as possible, then `consumers` × `aqueduct consume` processes that
+ * drain it. Counts come from the simulators' records and the outcome topics, never from the consumers.
+ */
+export async function runBurst(options: BurstOptions): Promise<BurstResult> {
+  const runId = randomUUID().slice(0, 8);
+  const topic = `burst-${runId}`;
+  const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
+  const kafka = createKafka({ brokers: options.kafkaBrokers, clientId: 'aqueduct-burst' });
+  const redis = new Redis(options.redisUrl);
+  const simulators = await startSimulators({
+    ...options.provider,
+    faults: { deadTokenPrefix: 'dead-', ...options.faults },
+  });
+  const consumers: ConsumerProcess[] = [];
+  await mkdir(options.logDir, { recursive: true });
+  try {
+    const admin = kafka.admin();
+    await admin.connect();
+    await ensureTopics(
+      admin,
+      [topics.main, topics.retry, topics.deadLetter, topics.invalidTokens].map((t) => ({
+        topic: t,
+        numPartitions: options.partitions,
+      })),
+    );
+    await admin.disconnect();
+
+    // The viral burst: everything is on the topic before the first consumer starts.
+    const events = [
+      ...generateEvents({ count: options.events, deadTokenRatio: options.deadTokenRatio, idPrefix: runId }),
+    ];
+    const published = await publishEvents(kafka, events, {
+      topic,
+      batchSize: 1000,
+      onProgress: (count) => options.onTick?.(status({ published: count })),
+    });
+    const publishedAt = new Float64Array(events.length);
+    let index = 0;
+    for (const ack of published.acknowledged) {
+      for (let i = 0; i < ack.count; i++) publishedAt[index++] = ack.at;
+    }
+
+    const statsBefore = await commandStats(redis);
+    const env: Record<string, string> = {
+      KAFKA_BROKERS: options.kafkaBrokers.join(','),
+      REDIS_URL: options.redisUrl,
+      AQUEDUCT_TOPIC: topic,
+      AQUEDUCT_GROUP_ID: `${topic}-group`,
+      AQUEDUCT_REDIS_PREFIX: `aq-${runId}`,
+      AQUEDUCT_FCM_RATE: String(options.aqueduct.rate),
+      AQUEDUCT_FCM_BURST: String(options.aqueduct.burst),
+      AQUEDUCT_APNS_RATE: String(options.aqueduct.rate),
+      AQUEDUCT_APNS_BURST: String(options.aqueduct.burst),
+      AQUEDUCT_LIMITER_ENABLED: String(options.limiter),
+      AQUEDUCT_RETRY_BASE_MS: '100',
+      LOG_LEVEL: 'info',
+      ...simulators.env,
+      ...options.env,
+    };
+    const started = Date.now();
+    for (let i = 0; i < options.consumers; i++) {
+      consumers.push(
+        spawnConsumer(`consumer-${i + 1}`, env, join(options.logDir, `${topic}-consumer-${i + 1}.log`)),
+      );
+    }
+
+    const limiter = new TokenBucketLimiter(redis, { keyPrefix: `aq-${runId}` });
+    const ids = events.map((e) => e.id);
+    const deadline = started + (options.timeoutMs ?? 600_000);
+    let lastDelivered = 0;
+    let lastTick = Date.now();
+    const throttleSamples: Array<{ at: number; total: number }> = [];
+    for (;;) {
+      await sleep(1000);
+      const [deadLettered, invalidTokens, retried] = await Promise.all([
+        countMessages(kafka, topics.deadLetter),
+        countMessages(kafka, topics.invalidTokens),
+        countMessages(kafka, topics.retry),
+      ]);
+      const delivered = simulators.accepted().ids.size;
+      const now = Date.now();
+      const throttledTotal = simulators.fcm.stats().throttled + simulators.apns.stats().throttled;
+      throttleSamples.push({ at: now, total: throttledTotal });
+      if (options.onTick) {
+        const buckets = options.limiter ? await limiter.inspect('*').catch(() => []) : [];
+        options.onTick({
+          ...status({ published: published.published }),
+          elapsedSeconds: (now - started) / 1000,
+          delivered,
+          deliveredPerSecond: ((delivered - lastDelivered) * 1000) / (now - lastTick),
+          tokensLeft: Object.fromEntries(
+            buckets.map((b) => [b.name, b.tokens === null ? null : Math.floor(b.tokens)]),
+          ),
+          pausedPartitions: pausedNow(consumers),
+          provider429: throttledTotal,
+          retried,
+          deadLettered,
+          invalidTokens,
+        });
+      }
+      lastDelivered = delivered;
+      lastTick = now;
+      if (delivered + deadLettered + invalidTokens >= ids.length) break;
+      if (now > deadline) break;
+    }
+    const seconds = (Date.now() - started) / 1000;
+    const statsAfter = await commandStats(redis);
+    await Promise.all(consumers.map((c) => c.stop()));
+
+    // The ledger: who got which outcome, from the simulators and the topics.
+    const [dlq, invalid, retry] = await Promise.all([
+      readTopic(kafka, topics.deadLetter),
+      readTopic(kafka, topics.invalidTokens),
+      readTopic(kafka, topics.retry),
+    ]);
+    const accepted = simulators.accepted();
+    const outcomeIds = new Set<string>([...accepted.ids]);
+    for (const message of [...dlq, ...invalid]) {
+      const id = idOf(message.value);
+      if (id !== undefined) outcomeIds.add(id);
+    }
+    const lost = ids.filter((id) => !outcomeIds.has(id)).length;
+
+    const perProvider = {
+      fcm: providerFigures(simulators.fcm, options),
+      apns: providerFigures(simulators.apns, options),
+    };
+    const latencies: number[] = [];
+    for (const record of [...simulators.fcm.records(), ...simulators.apns.records()]) {
+      const i =
+        record.eventId === undefined ? -1 : Number(record.eventId.slice(record.eventId.lastIndexOf('-') + 1));
+      const at = publishedAt[i];
+      if (at !== undefined && i >= 0) latencies.push(record.arrivedAtMs - at);
+    }
+    latencies.sort((a, b) => a - b);
+    const redisCalls = roundTripsBetween(statsBefore, statsAfter);
+    return {
+      published: published.published,
+      delivered: accepted.ids.size,
+      deadLettered: dlq.length,
+      invalidTokens: invalid.length,
+      retried: retry.length,
+      provider429: perProvider.fcm.provider429 + perProvider.apns.provider429,
+      lost,
+      duplicates: accepted.total - accepted.ids.size,
+      seconds: round(seconds, 2),
+      configuredRate: options.limiter ? options.aqueduct.rate * 2 : options.provider.rate * 2,
+      achievedRate: round(perProvider.fcm.achievedRate + perProvider.apns.achievedRate, 1),
+      envelopeRatio: round(Math.min(perProvider.fcm.envelopeRatio, perProvider.apns.envelopeRatio), 4),
+      p50Ms: Math.round(quantile(latencies, 0.5)),
+      p99Ms: Math.round(quantile(latencies, 0.99)),
+      redisCallsPerPush: round(redisCalls / Math.max(1, accepted.ids.size), 4),
+      perProvider,
+      timeline: timeline(simulators, started, throttleSamples),
+      consumerCrashes: consumers.filter((c) => c.child.exitCode !== 0 && c.child.exitCode !== null).length,
+    };
+  } finally {
+    await Promise.all(consumers.map((c) => c.kill()));
+    redis.disconnect();
+    await simulators.close();
+  }
+
+  function status(partial: Partial<BurstStatus>): BurstStatus {
+    return {
+      elapsedSeconds: 0,
+      published: 0,
+      delivered: 0,
+      deliveredPerSecond: 0,
+      allowedPerSecond: options.limiter ? options.aqueduct.rate * 2 : options.provider.rate * 2,
+      tokensLeft: {},
+      pausedPartitions: 0,
+      provider429: 0,
+      retried: 0,
+      deadLettered: 0,
+      invalidTokens: 0,
+      ...partial,
+    };
+  }
+}
+
+/** Partitions held paused right now, from each consumer's last summary (paused − resumed). */
+function pausedNow(consumers: readonly ConsumerProcess[]): number {
+  let paused = 0;
+  for (const consumer of consumers) {
+    const last = consumer.logs.findLast((l) => l.msg === 'pipeline summary');
+    const totals = last?.totals as { paused?: number; resumed?: number } | undefined;
+    paused += Math.max(0, (totals?.paused ?? 0) - (totals?.resumed ?? 0));
+  }
+  return paused;
+}
+
+function providerFigures(
+  simulator: { records(): Array<{ arrivedAtMs: number }>; stats(): { throttled: number } },
+  options: BurstOptions,
+): { delivered: number; achievedRate: number; envelopeRatio: number; provider429: number } {
+  const arrivals = simulator
+    .records()
+    .map((r) => r.arrivedAtMs)
+    .sort((a, b) => a - b);
+  const first = arrivals[0] ?? 0;
+  const last = arrivals.at(-1) ?? 0;
+  const burst = options.provider.burst;
+  // Steady state: after the burst allowance is spent, until the last delivery.
+  const steadyStart = arrivals[burst];
+  const achievedRate =
+    steadyStart !== undefined && last > steadyStart
+      ? (arrivals.length - 1 - burst) / ((last - steadyStart) / 1000)
+      : 0;
+  const envelope = burst + options.provider.rate * ((last - first) / 1000);
+  return {
+    delivered: arrivals.length,
+    achievedRate: round(achievedRate, 1),
+    envelopeRatio: arrivals.length === 0 ? 0 : round(arrivals.length / envelope, 4),
+    provider429: simulator.stats().throttled,
+  };
+}
+
+/** Deliveries per second from the simulators' records; 429s per second from the once-a-second samples. */
+function timeline(
+  simulators: {
+    fcm: { records(): Array<{ arrivedAtMs: number }> };
+    apns: { records(): Array<{ arrivedAtMs: number }> };
+  },
+  started: number,
+  throttleSamples: ReadonlyArray<{ at: number; total: number }>,
+): Array<{ second: number; delivered: number; provider429: number }> {
+  const seconds: Array<{ second: number; delivered: number; provider429: number }> = [];
+  const slot = (second: number) => {
+    while (seconds.length <= second) seconds.push({ second: seconds.length, delivered: 0, provider429: 0 });
+    return seconds[second] as { second: number; delivered: number; provider429: number };
+  };
+  for (const record of [...simulators.fcm.records(), ...simulators.apns.records()]) {
+    slot(Math.max(0, Math.floor((record.arrivedAtMs - started) / 1000))).delivered++;
+  }
+  let previous = 0;
+  for (const sample of throttleSamples) {
+    slot(Math.max(0, Math.floor((sample.at - started) / 1000) - 1)).provider429 += sample.total - previous;
+    previous = sample.total;
+  }
+  return seconds;
+}
+
+function quantile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+}
+
+function round(value: number, digits: number): number {
+  const factor = 10 ** digits;
+  return Math.round(value * factor) / factor;
+}
+
+function idOf(value: Buffer | null): string | undefined {
+  if (!value) return undefined;
+  try {
+    const parsed = JSON.parse(value.toString()) as { id?: unknown };
+    return typeof parsed.id === 'string' ? parsed.id : undefined;
+  } catch {
+    return undefined;
+  }
+}
