@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { registerConsumeCommand } from './consume/command.ts';
+import { registerServeCommand } from './gateway/command.ts';
 import { registerInspectCommand } from './inspect/command.ts';
 import { registerPublishCommand } from './publish/command.ts';
 import { registerServicesCommand } from './services/command.ts';
@@ -20,6 +21,7 @@ const program = new Command('aqueduct')
 registerConsumeCommand(program);
 registerInspectCommand(program);
 registerPublishCommand(program);
+registerServeCommand(program);
 registerServicesCommand(program);
 registerSimulateCommand(program);
 

@@ -1,0 +1,168 @@
+import type { BucketSpec, TokenBucketLimiter } from '../limiter/index.ts';
+import type { TenantLimit } from './config.ts';
+
+/**
+ * Per-tenant admission: each tenant's events draw from its own token bucket in Redis, shared by every
+ * gateway replica (so the limit holds at any replica count). One token is one event: a batch of 100
+ * costs 100. The buckets are named `gateway:tenant:<tenant>`, a hash tag of their own, so they never
+ * share a key (or a Redis Cluster slot's script call) with the consumer's provider buckets
+ * (`fcm`, `fcm:tenant:<tenant>`, …), which limit delivery, not admission.
+ */
+
+/** The bucket name of a tenant's admission limit. */
+export function admissionBucketName(tenant: string): string {
+  return `gateway:tenant:${tenant}`;
+}
+
+/** The answer to an admission request. */
+export type Admission =
+  | {
+      /** `admitted`: the events may be written; `unlimited`: the tenant has no limit. */
+      kind: 'admitted';
+      limit: TenantLimit;
+      /** Whole tokens left after this request. */
+      remaining: number;
+      /** Seconds until the bucket is full again. */
+      resetSeconds: number;
+    }
+  | { kind: 'unlimited' }
+  | {
+      kind: 'throttled';
+      limit: TenantLimit;
+      remaining: number;
+      resetSeconds: number;
+      /** Seconds until the whole request would be admitted (>= 1): the 429's Retry-After. */
+      retryAfterSeconds: number;
+    }
+  | {
+      /** More events than the bucket can ever hold at once: this request can never be admitted. */
+      kind: 'too-large';
+      limit: TenantLimit;
+      remaining: number;
+      resetSeconds: number;
+    };
+
+/** Options of {@link TenantAdmission}. */
+export interface TenantAdmissionOptions {
+  /** The limiter holding the buckets; required when any tenant is limited. */
+  limiter?: TokenBucketLimiter;
+  /** The limit of every tenant without an override; null: such tenants are not limited. */
+  defaultLimit: TenantLimit | null;
+  /** Limits of named tenants, replacing the default for them. */
+  overrides?: ReadonlyMap<string, TenantLimit>;
+}
+
+/** Admits a request's events for a tenant, all of them or none, through the distributed token bucket. */
+export class TenantAdmission {
+  private readonly limiter: TokenBucketLimiter | undefined;
+  private readonly defaultLimit: TenantLimit | null;
+  private readonly overrides: ReadonlyMap<string, TenantLimit>;
+
+  constructor(options: TenantAdmissionOptions) {
+    this.limiter = options.limiter;
+    this.defaultLimit = options.defaultLimit;
+    this.overrides = options.overrides ?? new Map();
+    if (this.limitsAnyTenant && !this.limiter)
+      throw new Error('TenantAdmission: tenants are limited but no limiter was given');
+  }
+
+  /** The limit that applies to a tenant, or null when it has none. */
+  limitOf(tenant: string): TenantLimit | null {
+    return this.overrides.get(tenant) ?? this.defaultLimit;
+  }
+
+  /** True when at least one tenant is limited (so Redis is needed). */
+  get limitsAnyTenant(): boolean {
+    return this.defaultLimit !== null || this.overrides.size > 0;
+  }
+
+  /**
+   * Takes `events` tokens from the tenant's bucket, or none: the limiter grants partial batches, so a
+   * partial grant is given back at once and the request is throttled as a whole (a caller retries a
+   * request, not a part of it). Retry-After is the limiter's wait for the missing tokens, which after the
+   * refund is the time until the whole request fits. `events = 0` only reads the bucket (for the
+   * rate-limit fields of a response that spends nothing, such as a 400).
+   * @throws LimiterUnavailableError when Redis cannot be asked (the caller answers 503)
+   */
+  async admit(tenant: string, events: number): Promise<Admission> {
+    const limit = this.limitOf(tenant);
+    if (limit === null) return { kind: 'unlimited' };
+    const bucket: BucketSpec = { name: admissionBucketName(tenant), rate: limit.rate, capacity: limit.burst };
+    const tooLarge = events > limit.burst;
+    const limiter = this.limiter as TokenBucketLimiter; // present whenever a limit is (constructor)
+    const result = await limiter.acquire([bucket], tooLarge ? 0 : events);
+    let tokens = result.tokensLeft[0] ?? 0;
+    if (result.failedOpen) tokens = limit.burst;
+    if (tooLarge) {
+      return {
+        kind: 'too-large',
+        limit,
+        remaining: Math.floor(tokens),
+        resetSeconds: resetSeconds(limit, tokens),
+      };
+    }
+    if (result.granted >= events) {
+      return {
+        kind: 'admitted',
+        limit,
+        remaining: Math.floor(tokens),
+        resetSeconds: resetSeconds(limit, tokens),
+      };
+    }
+    if (result.granted > 0) {
+      const refund = await limiter.refund([bucket], result.granted);
+      tokens = refund.tokensLeft[0] ?? tokens + result.granted;
+    }
+    return {
+      kind: 'throttled',
+      limit,
+      remaining: Math.floor(tokens),
+      resetSeconds: resetSeconds(limit, tokens),
+      retryAfterSeconds: Math.max(1, Math.ceil(result.waitMs / 1000)),
+    };
+  }
+
+  /** Gives a tenant's tokens back (events admitted but then not accepted, e.g. Kafka was down). */
+  async giveBack(tenant: string, events: number): Promise<void> {
+    const limit = this.limitOf(tenant);
+    if (limit === null || events === 0 || !this.limiter) return;
+    await this.limiter.refund(
+      [{ name: admissionBucketName(tenant), rate: limit.rate, capacity: limit.burst }],
+      events,
+    );
+  }
+}
+
+function resetSeconds(limit: TenantLimit, tokens: number): number {
+  return Math.max(0, Math.ceil((limit.burst - tokens) / limit.rate));
+}
+
+/** The policy name used in both rate-limit fields. */
+const POLICY = 'tenant';
+
+/**
+ * The IETF rate-limit fields (draft-ietf-httpapi-ratelimit-headers, the two-field form of drafts 09+):
+ * `RateLimit-Policy: "tenant";q=<burst>;w=<seconds to refill the burst>` and
+ * `RateLimit: "tenant";r=<events left>;t=<seconds until the bucket is full>`. The quota unit is one
+ * event (a batch of 100 costs 100); a token bucket has no fixed window, so `w` is the time the rate takes
+ * to give the whole burst back.
+ */
+export function rateLimitHeaders(admission: Admission): Record<string, string> {
+  if (admission.kind === 'unlimited') return {};
+  const { limit } = admission;
+  const window = Math.max(1, Math.ceil(limit.burst / limit.rate));
+  return {
+    'ratelimit-policy': policyField(limit, window),
+    ratelimit: `"${POLICY}";r=${admission.remaining};t=${admission.resetSeconds}`,
+  };
+}
+
+/** The policy field alone, for a response without the bucket's state (Redis could not be asked). */
+export function policyHeaders(limit: TenantLimit | null): Record<string, string> {
+  if (limit === null) return {};
+  return { 'ratelimit-policy': policyField(limit, Math.max(1, Math.ceil(limit.burst / limit.rate))) };
+}
+
+function policyField(limit: TenantLimit, window: number): string {
+  return `"${POLICY}";q=${limit.burst};w=${window}`;
+}

@@ -1,0 +1,67 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * API keys. The gateway never stores a key, only its SHA-256: keys are long random strings (high
+ * entropy), so a fast hash cannot be reversed by guessing, and one hash per request costs microseconds
+ * where a password hash (scrypt) would cost milliseconds. A caller sends the key as
+ * `Authorization: Bearer <key>` or `X-API-Key: <key>`.
+ */
+
+/** The lower-case hex SHA-256 of an API key: what AQUEDUCT_GATEWAY_API_KEYS maps to a tenant. */
+export function hashApiKey(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
+}
+
+/** Who a request is. */
+export type Authentication =
+  | { ok: true; tenant: string }
+  | { ok: false; reason: 'missing' | 'unknown'; message: string };
+
+/** The configured keys (by hash) and the tenant each belongs to. */
+export class ApiKeys {
+  private readonly tenantByHash: ReadonlyMap<string, string>;
+
+  constructor(tenantByHash: ReadonlyMap<string, string>) {
+    this.tenantByHash = tenantByHash;
+  }
+
+  /** How many keys are configured. */
+  get size(): number {
+    return this.tenantByHash.size;
+  }
+
+  /**
+   * The tenant of the key in `authorization` (`Bearer <key>`) or `x-api-key`. The key itself never
+   * appears in the answer.
+   */
+  authenticate(headers: {
+    authorization?: string | undefined;
+    'x-api-key'?: string | string[] | undefined;
+  }): Authentication {
+    const key = presentedKey(headers);
+    if (key === undefined) {
+      return {
+        ok: false,
+        reason: 'missing',
+        message: 'an API key is required: send "Authorization: Bearer <key>" or "X-API-Key: <key>"',
+      };
+    }
+    const tenant = this.tenantByHash.get(hashApiKey(key));
+    if (tenant === undefined) return { ok: false, reason: 'unknown', message: 'the API key is not valid' };
+    return { ok: true, tenant };
+  }
+}
+
+function presentedKey(headers: {
+  authorization?: string | undefined;
+  'x-api-key'?: string | string[] | undefined;
+}): string | undefined {
+  const authorization = headers.authorization;
+  if (authorization !== undefined) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (match) return match[1];
+  }
+  const header = headers['x-api-key'];
+  const value = Array.isArray(header) ? header[0] : header;
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}

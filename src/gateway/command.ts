@@ -1,0 +1,89 @@
+import type { Command } from 'commander';
+import { ConfigError } from '../config.ts';
+import { createLogger } from '../log.ts';
+import { hashApiKey } from './api-keys.ts';
+import {
+  type GatewayConfig,
+  gatewayConfigReference,
+  loadGatewayConfig,
+  redactGatewayConfig,
+} from './config.ts';
+import { startGateway } from './server.ts';
+
+/** `aqueduct serve`: the HTTP ingest gateway, until SIGTERM/SIGINT; `--hash-key` prints a key's hash. */
+export function registerServeCommand(program: Command): void {
+  const reference = gatewayConfigReference()
+    .map(
+      (r) =>
+        `  ${r.name.padEnd(40)} ${r.description}${r.defaultValue ? ` (default: ${r.defaultValue})` : ''}`,
+    )
+    .join('\n');
+  program
+    .command('serve')
+    .description('run the HTTP ingest gateway: POST /v1/notifications → Kafka, per-tenant 429 + Retry-After')
+    .option('--config <file>', 'JSON file with the settings below (environment variables win)')
+    .option(
+      '--hash-key <key>',
+      'print the SHA-256 of an API key for AQUEDUCT_GATEWAY_API_KEYS and exit ("-": read the key from stdin)',
+    )
+    .addHelpText(
+      'after',
+      `\nSettings (environment variables, or keys of --config):\n${reference}\n  OTEL_*${' '.repeat(35)}standard OpenTelemetry variables (tracing is off when none is set)`,
+    )
+    .action(async (flags: { config?: string; hashKey?: string }) => {
+      if (flags.hashKey !== undefined) {
+        const key = flags.hashKey === '-' ? (await readStdin()).trim() : flags.hashKey;
+        if (key === '') {
+          console.error('aqueduct serve --hash-key: the key is empty');
+          process.exit(2);
+        }
+        console.log(hashApiKey(key));
+        return;
+      }
+      let config: GatewayConfig;
+      try {
+        config = loadGatewayConfig(process.env, flags.config);
+      } catch (error) {
+        if (error instanceof ConfigError) {
+          console.error(`aqueduct serve: ${error.message}`);
+          process.exit(2);
+        }
+        throw error;
+      }
+      await runGateway(config);
+    });
+}
+
+/** Runs the gateway until SIGTERM/SIGINT, then drains within AQUEDUCT_SHUTDOWN_TIMEOUT_MS. */
+export async function runGateway(config: GatewayConfig): Promise<void> {
+  const logger = createLogger(config.LOG_LEVEL, 'aqueduct-gateway');
+  logger.info({ config: redactGatewayConfig(config) }, 'starting gateway');
+  let gateway: Awaited<ReturnType<typeof startGateway>>;
+  try {
+    gateway = await startGateway(config, { logger });
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(`aqueduct serve: ${error.message}`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
+  logger.info('shutting down: finishing requests in flight');
+  const hardStop = setTimeout(() => {
+    logger.error('shutdown bound exceeded; exiting');
+    process.exit(1);
+  }, config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS).unref();
+  await gateway.close();
+  clearTimeout(hardStop);
+  logger.info('stopped');
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}

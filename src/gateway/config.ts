@@ -1,0 +1,257 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { type Config, ConfigError, configSchema, redactConfig } from '../config.ts';
+import { describeIssues } from '../events/decode.ts';
+import { EVENT_LIMITS } from '../events/event.ts';
+
+/**
+ * The gateway's configuration (`aqueduct serve`): the shared settings it needs from the consumer's
+ * schema (brokers, topic, Redis, the per-tenant rate) plus its own `AQUEDUCT_GATEWAY_*` settings. Read
+ * like the consumer's: environment variables, optionally a JSON file with the same keys
+ * (`--config file.json`; the environment wins), validated once at start with a message naming every bad
+ * field. API key hashes are masked by {@link redactGatewayConfig}.
+ */
+
+const positive = z.coerce.number().positive();
+const positiveInt = z.coerce.number().int().positive();
+
+const tenantName = z
+  .string()
+  .min(1)
+  .max(EVENT_LIMITS.tenantLength)
+  .regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, dot, dash, underscore');
+
+/**
+ * Key hash → tenant. A key that is not a lower-case hex SHA-256 is reported without its text: it may be
+ * a real API key pasted where its hash belongs.
+ */
+const apiKeyMap = z.record(z.string(), z.unknown()).transform((record, ctx) => {
+  const out: Record<string, string> = {};
+  for (const [hash, tenant] of Object.entries(record)) {
+    if (!/^[0-9a-f]{64}$/.test(hash)) {
+      ctx.addIssue({
+        code: 'custom',
+        message:
+          'a key is not a lower-case hex SHA-256 (64 hex digits); map the hash of each API key (`aqueduct serve --hash-key KEY`), never the key itself',
+      });
+      continue;
+    }
+    const parsed = tenantName.safeParse(tenant);
+    if (!parsed.success) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [`${hash.slice(0, 8)}…`],
+        message: parsed.error.issues[0]?.message ?? 'a tenant name',
+      });
+      continue;
+    }
+    out[hash] = parsed.data;
+  }
+  return out;
+});
+
+/** A JSON object given as text (environment) or as an object (config file). */
+function jsonObject<T extends z.ZodType>(inner: T) {
+  return z
+    .union([z.string(), z.record(z.string(), z.unknown())])
+    .transform((value, ctx) => {
+      if (typeof value !== 'string') return value;
+      try {
+        return JSON.parse(value) as unknown;
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: `not JSON: ${(error as Error).message.slice(0, 80)}` });
+        return z.NEVER;
+      }
+    })
+    .pipe(inner);
+}
+
+/** One tenant's admission limit. */
+const tenantLimit = z
+  .object({
+    /** Events per second the tenant may submit (may be fractional). */
+    rate: z.number().positive(),
+    /** The most events it may submit at once after an idle spell (default: one second of `rate`). */
+    burst: z.number().int().positive().optional(),
+  })
+  .strict();
+
+export const gatewayConfigSchema = configSchema
+  .pick({
+    KAFKA_BROKERS: true,
+    KAFKA_CLIENT_ID: true,
+    AQUEDUCT_TOPIC: true,
+    REDIS_URL: true,
+    AQUEDUCT_REDIS_PREFIX: true,
+    AQUEDUCT_LIMITER_FAILURE_POLICY: true,
+    AQUEDUCT_SHUTDOWN_TIMEOUT_MS: true,
+    LOG_LEVEL: true,
+  })
+  .extend({
+    AQUEDUCT_TENANT_RATE: positive
+      .optional()
+      .describe(
+        'Events per second each tenant may submit through the gateway (429 beyond it); unset: no limit unless AQUEDUCT_GATEWAY_TENANT_LIMITS names the tenant.',
+      ),
+    AQUEDUCT_TENANT_BURST: positiveInt
+      .optional()
+      .describe('Events a tenant may submit at once after an idle spell (default: one second of the rate).'),
+    AQUEDUCT_GATEWAY_TENANT_LIMITS: jsonObject(z.record(tenantName, tenantLimit))
+      .optional()
+      .describe(
+        'Per-tenant overrides of the admission limit, JSON: {"acme": {"rate": 2000, "burst": 5000}}.',
+      ),
+    AQUEDUCT_GATEWAY_PORT: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(65535)
+      .default(8080)
+      .describe('Port of the API, /openapi.json, /healthz, /readyz and /metrics (0: a free port).'),
+    AQUEDUCT_GATEWAY_HOST: z.string().min(1).default('0.0.0.0').describe('Address the gateway listens on.'),
+    AQUEDUCT_GATEWAY_API_KEYS: jsonObject(apiKeyMap)
+      .optional()
+      .describe(
+        'API keys, JSON: {"<sha256 hex of the key>": "<tenant>"} (`aqueduct serve --hash-key KEY` prints the hash). Merged with AQUEDUCT_GATEWAY_API_KEYS_FILE.',
+      ),
+    AQUEDUCT_GATEWAY_API_KEYS_FILE: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('A JSON file of the same shape as AQUEDUCT_GATEWAY_API_KEYS (e.g. mounted from a Secret).'),
+    AQUEDUCT_GATEWAY_MAX_BATCH: positiveInt
+      .max(10_000)
+      .default(500)
+      .describe('Most events in one request (413 beyond it).'),
+    AQUEDUCT_GATEWAY_MAX_BODY_BYTES: positiveInt
+      .default(1024 * 1024)
+      .describe('Largest request body in bytes (413 beyond it).'),
+    AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS: positiveInt
+      .default(5000)
+      .describe('A Kafka write not acknowledged within this time answers 503 (never 202).'),
+    AQUEDUCT_GATEWAY_RETRY_AFTER_SECONDS: positiveInt
+      .default(2)
+      .describe('Retry-After of a 503 while Kafka (or Redis) cannot be reached.'),
+  });
+
+export type GatewayConfig = z.output<typeof gatewayConfigSchema>;
+export type GatewayConfigInput = z.input<typeof gatewayConfigSchema>;
+
+/** A tenant's admission limit as the gateway applies it. */
+export interface TenantLimit {
+  /** Events per second. */
+  rate: number;
+  /** Bucket capacity in events. */
+  burst: number;
+}
+
+/**
+ * Reads the gateway configuration from `env` (and a JSON file, whose keys the environment overrides).
+ * A file may also hold the consumer's settings (one file for both), which are ignored here.
+ */
+export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, file?: string): GatewayConfig {
+  let fromFile: Record<string, unknown> = {};
+  if (file) {
+    try {
+      fromFile = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    } catch (error) {
+      throw new ConfigError(`cannot read config file ${file}: ${(error as Error).message}`);
+    }
+  }
+  const known = Object.keys(gatewayConfigSchema.shape);
+  const shared = new Set([...known, ...Object.keys(configSchema.shape)]);
+  const unknownInFile = Object.keys(fromFile).filter((key) => !shared.has(key));
+  if (unknownInFile.length > 0) throw new ConfigError(`unknown keys in ${file}: ${unknownInFile.join(', ')}`);
+  const merged: Record<string, unknown> = Object.fromEntries(
+    Object.entries(fromFile).filter(([key]) => known.includes(key)),
+  );
+  for (const key of known) {
+    const value = env[key];
+    if (value !== undefined && value !== '') merged[key] = value;
+  }
+  const parsed = gatewayConfigSchema.safeParse(merged);
+  if (!parsed.success) throw new ConfigError(`invalid configuration: ${describeIssues(parsed.error.issues)}`);
+  return parsed.data;
+}
+
+/**
+ * The API keys of a configuration: key hash → tenant, from AQUEDUCT_GATEWAY_API_KEYS and the file
+ * AQUEDUCT_GATEWAY_API_KEYS_FILE. At least one is required: a gateway nobody can call is a mistake, and
+ * one anybody can call must never happen by omission.
+ * @throws ConfigError naming the setting at fault
+ */
+export function apiKeyHashes(config: GatewayConfig): Map<string, string> {
+  const hashes = new Map(Object.entries(config.AQUEDUCT_GATEWAY_API_KEYS ?? {}));
+  const file = config.AQUEDUCT_GATEWAY_API_KEYS_FILE;
+  if (file) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (error) {
+      throw new ConfigError(
+        `AQUEDUCT_GATEWAY_API_KEYS_FILE: cannot read ${file}: ${(error as Error).message}`,
+      );
+    }
+    const parsed = gatewayConfigSchema.shape.AQUEDUCT_GATEWAY_API_KEYS.safeParse(text);
+    if (!parsed.success) {
+      throw new ConfigError(
+        `AQUEDUCT_GATEWAY_API_KEYS_FILE (${file}): ${describeIssues(parsed.error.issues)}`,
+      );
+    }
+    for (const [hash, tenant] of Object.entries(parsed.data ?? {})) {
+      const existing = hashes.get(hash);
+      if (existing !== undefined && existing !== tenant) {
+        throw new ConfigError(
+          `AQUEDUCT_GATEWAY_API_KEYS_FILE: key ${hash.slice(0, 8)}… belongs to "${existing}" in AQUEDUCT_GATEWAY_API_KEYS and to "${tenant}" in ${file}`,
+        );
+      }
+      hashes.set(hash, tenant);
+    }
+  }
+  if (hashes.size === 0) {
+    throw new ConfigError(
+      'AQUEDUCT_GATEWAY_API_KEYS: no API key configured; set it (or AQUEDUCT_GATEWAY_API_KEYS_FILE) to {"<sha256 hex>": "<tenant>"}; `aqueduct serve --hash-key KEY` prints a hash',
+    );
+  }
+  return hashes;
+}
+
+/** The default admission limit of every tenant, or null when tenants are not limited by default. */
+export function defaultTenantLimit(config: GatewayConfig): TenantLimit | null {
+  const rate = config.AQUEDUCT_TENANT_RATE;
+  if (rate === undefined) return null;
+  return { rate, burst: config.AQUEDUCT_TENANT_BURST ?? Math.max(1, Math.ceil(rate)) };
+}
+
+/** The per-tenant overrides, with their bursts filled in. */
+export function tenantLimitOverrides(config: GatewayConfig): Map<string, TenantLimit> {
+  return new Map(
+    Object.entries(config.AQUEDUCT_GATEWAY_TENANT_LIMITS ?? {}).map(([tenant, limit]) => [
+      tenant,
+      { rate: limit.rate, burst: limit.burst ?? Math.max(1, Math.ceil(limit.rate)) },
+    ]),
+  );
+}
+
+/** One line per setting: name, default and description (for `--help` and the README). */
+export function gatewayConfigReference(): Array<{ name: string; defaultValue: string; description: string }> {
+  return Object.entries(gatewayConfigSchema.shape).map(([name, field]) => {
+    const parsed = (field as z.ZodType).safeParse(undefined);
+    const value = parsed.success ? parsed.data : undefined;
+    return {
+      name,
+      defaultValue: value === undefined ? '' : Array.isArray(value) ? value.join(',') : String(value),
+      description: (field as z.ZodType).description ?? '',
+    };
+  });
+}
+
+/** The configuration with secrets masked (the consumer's rules, plus the API key hashes), for logs. */
+export function redactGatewayConfig(config: GatewayConfig): Record<string, unknown> {
+  // redactConfig only walks the entries; the gateway's are a subset of the consumer's plus its own.
+  const redacted = redactConfig(config as unknown as Config);
+  if (config.AQUEDUCT_GATEWAY_API_KEYS !== undefined) {
+    redacted.AQUEDUCT_GATEWAY_API_KEYS = `*** (${Object.keys(config.AQUEDUCT_GATEWAY_API_KEYS).length} keys)`;
+  }
+  return redacted;
+}

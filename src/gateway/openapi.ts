@@ -1,0 +1,216 @@
+import { eventJsonSchema } from '../events/event.ts';
+
+/** Options of {@link openApiDocument}: the limits the document states. */
+export interface OpenApiOptions {
+  version: string;
+  maxBatch: number;
+  maxBodyBytes: number;
+}
+
+type Json = Record<string, unknown>;
+
+/**
+ * The OpenAPI 3.1 document of the gateway, served at `/openapi.json`. The event's schema is the
+ * contract's own JSON Schema (generated from the zod definition, `z.toJSONSchema`), so the document and
+ * the validation cannot drift apart; in a request `id` and `tenant` may be left out (the gateway fills
+ * them in).
+ */
+export function openApiDocument(options: OpenApiOptions): Json {
+  const { $id: _id, $schema: _schema, title: _title, ...contract } = eventJsonSchema();
+  const required = Array.isArray(contract.required) ? (contract.required as string[]) : [];
+  const event: Json = {
+    ...contract,
+    title: 'Notification event (contract v1)',
+    description:
+      "An event of contract v1. `id` may be left out (the gateway assigns a UUID and returns it); `tenant` may be left out (the API key's tenant is used) and must otherwise be the key's tenant.",
+    required: required.filter((name) => name !== 'id'),
+  };
+  const rateLimitHeaders = {
+    RateLimit: { $ref: '#/components/headers/RateLimit' },
+    'RateLimit-Policy': { $ref: '#/components/headers/RateLimit-Policy' },
+  };
+  const problem = (description: string, extraHeaders: Json = {}) => ({
+    description,
+    headers: { ...rateLimitHeaders, ...extraHeaders },
+    content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+  });
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Aqueduct ingest gateway',
+      version: options.version,
+      description:
+        'Admits push notifications into Aqueduct: validates them against event contract v1, writes them to Kafka and answers once Kafka has acknowledged them. Each tenant has an admission limit in events per second (one token per event).',
+    },
+    servers: [{ url: '/' }],
+    security: [{ bearer: [] }, { apiKey: [] }],
+    paths: {
+      '/v1/notifications': {
+        post: {
+          operationId: 'submitNotifications',
+          summary: 'Submit one notification or a batch',
+          description: `One event (a JSON object) or a batch \`{"events": [...]}\` of at most ${options.maxBatch} events; the body is at most ${options.maxBodyBytes} bytes. All events of a request are accepted together or none is. 202 means Kafka acknowledged every event (all in-sync replicas). Give events your own \`id\`s to make retries after a 503 safe: an id is delivered once.`,
+          parameters: [
+            {
+              name: 'traceparent',
+              in: 'header',
+              required: false,
+              description: 'W3C trace context; continued into the Kafka headers of every event.',
+              schema: { type: 'string' },
+            },
+          ],
+          requestBody: {
+            required: true,
+            content: {
+              'application/json': {
+                schema: {
+                  oneOf: [
+                    { $ref: '#/components/schemas/NotificationEvent' },
+                    { $ref: '#/components/schemas/Batch' },
+                  ],
+                },
+              },
+            },
+          },
+          responses: {
+            '202': {
+              description:
+                "Written to Kafka. `ids` are the events' ids in request order (assigned ones included).",
+              headers: rateLimitHeaders,
+              content: { 'application/json': { schema: { $ref: '#/components/schemas/Accepted' } } },
+            },
+            '400': problem(
+              'Not JSON, not an event or batch, or an event that breaks the contract: `message` names the field.',
+            ),
+            '401': problem('No API key, or one that is not valid.'),
+            '403': problem("An event names a tenant other than the API key's."),
+            '413': problem(
+              "The body, the batch, or one event is larger than allowed (or than the tenant's burst).",
+            ),
+            '415': problem('The body is not `application/json`.'),
+            '429': problem('The tenant is above its admission limit; retry after `Retry-After` seconds.', {
+              'Retry-After': { $ref: '#/components/headers/Retry-After' },
+            }),
+            '503': problem(
+              "Kafka (or the limiter's Redis) could not be reached in time; nothing was accepted.",
+              {
+                'Retry-After': { $ref: '#/components/headers/Retry-After' },
+              },
+            ),
+          },
+        },
+      },
+      '/openapi.json': {
+        get: {
+          operationId: 'openApi',
+          summary: 'This document',
+          security: [],
+          responses: {
+            '200': {
+              description: 'OpenAPI 3.1',
+              content: { 'application/json': { schema: { type: 'object' } } },
+            },
+          },
+        },
+      },
+      '/healthz': {
+        get: {
+          operationId: 'healthz',
+          summary: 'Liveness: the process is up',
+          security: [],
+          responses: {
+            '200': {
+              description: 'alive',
+              content: { 'application/json': { schema: { $ref: '#/components/schemas/Status' } } },
+            },
+          },
+        },
+      },
+      '/readyz': {
+        get: {
+          operationId: 'readyz',
+          summary: 'Readiness: Kafka (and Redis, when tenants are limited) reachable',
+          security: [],
+          responses: {
+            '200': {
+              description: 'ready',
+              content: { 'application/json': { schema: { $ref: '#/components/schemas/Status' } } },
+            },
+            '503': {
+              description: 'not ready',
+              content: { 'application/json': { schema: { $ref: '#/components/schemas/Status' } } },
+            },
+          },
+        },
+      },
+      '/metrics': {
+        get: {
+          operationId: 'metrics',
+          summary: 'Prometheus metrics',
+          security: [],
+          responses: {
+            '200': {
+              description: 'Prometheus text format',
+              content: { 'text/plain': { schema: { type: 'string' } } },
+            },
+          },
+        },
+      },
+    },
+    components: {
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API key>' },
+        apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+      },
+      headers: {
+        RateLimit: {
+          description:
+            'draft-ietf-httpapi-ratelimit-headers: `"tenant";r=<events left>;t=<seconds until the bucket is full>`.',
+          schema: { type: 'string' },
+        },
+        'RateLimit-Policy': {
+          description:
+            'draft-ietf-httpapi-ratelimit-headers: `"tenant";q=<burst in events>;w=<seconds the rate takes to refill it>`.',
+          schema: { type: 'string' },
+        },
+        'Retry-After': {
+          description: 'Seconds to wait before retrying.',
+          schema: { type: 'integer', minimum: 1 },
+        },
+      },
+      schemas: {
+        NotificationEvent: event,
+        Batch: {
+          type: 'object',
+          properties: {
+            events: {
+              type: 'array',
+              minItems: 1,
+              maxItems: options.maxBatch,
+              items: { $ref: '#/components/schemas/NotificationEvent' },
+            },
+          },
+          required: ['events'],
+          additionalProperties: false,
+        },
+        Accepted: {
+          type: 'object',
+          properties: { ids: { type: 'array', items: { type: 'string' } } },
+          required: ['ids'],
+        },
+        Error: {
+          type: 'object',
+          properties: {
+            error: { type: 'string', description: 'Machine-readable kind, e.g. invalid-event, throttled.' },
+            message: {
+              type: 'string',
+              description: 'What is wrong, naming the field (never quoting values).',
+            },
+          },
+          required: ['error', 'message'],
+        },
+        Status: { type: 'object', properties: { status: { type: 'string' } }, required: ['status'] },
+      },
+    },
+  };
+}

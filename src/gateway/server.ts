@@ -1,0 +1,136 @@
+import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { Redis } from 'ioredis';
+import { createKafka } from '../kafka/client.ts';
+import { TokenBucketLimiter } from '../limiter/index.ts';
+import { createLogger, type Logger } from '../log.ts';
+import { TenantAdmission } from './admission.ts';
+import { ApiKeys } from './api-keys.ts';
+import { buildGatewayApp } from './app.ts';
+import { apiKeyHashes, defaultTenantLimit, type GatewayConfig, tenantLimitOverrides } from './config.ts';
+import { KafkaWriter } from './kafka-writer.ts';
+import { GatewayMetrics } from './metrics.ts';
+
+/** A running gateway. */
+export interface Gateway {
+  /** `http://host:port` it listens on. */
+  url: string;
+  port: number;
+  /** True while Kafka (and Redis, when tenants are limited) are reachable. */
+  readonly ready: boolean;
+  metrics: GatewayMetrics;
+  /**
+   * Stops taking requests, lets those in flight finish (their Kafka writes acknowledged or failed),
+   * disconnects. Bounded by `AQUEDUCT_SHUTDOWN_TIMEOUT_MS` at the caller.
+   */
+  close(): Promise<void>;
+}
+
+/** Options of {@link startGateway}. */
+export interface StartGatewayOptions {
+  logger?: Logger;
+  /** Makes the id of an event that has none (default: a random UUID). */
+  newId?: () => string;
+  /** Collect Node's default process metrics (default true; tests running several gateways turn it off). */
+  defaultMetrics?: boolean;
+}
+
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
+
+/**
+ * Starts everything `aqueduct serve` runs: a Kafka writer (idempotent producer), the admission limiter on
+ * Redis (only connected when some tenant has a limit) and the HTTP app on AQUEDUCT_GATEWAY_PORT.
+ * Starts even when Kafka is down (answering 503 and not ready until it is reachable).
+ * @throws ConfigError when no API key is configured
+ */
+export async function startGateway(
+  config: GatewayConfig,
+  options: StartGatewayOptions = {},
+): Promise<Gateway> {
+  const logger = options.logger ?? createLogger(config.LOG_LEVEL, 'aqueduct-gateway');
+  const apiKeys = new ApiKeys(apiKeyHashes(config));
+  const metrics = new GatewayMetrics({ defaultMetrics: options.defaultMetrics ?? true });
+
+  const defaultLimit = defaultTenantLimit(config);
+  const overrides = tenantLimitOverrides(config);
+  const limited = defaultLimit !== null || overrides.size > 0;
+  const redis = limited
+    ? new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableAutoPipelining: true })
+    : undefined;
+  redis?.on('error', (error: Error) =>
+    logger.warn({ err: { message: error.message } }, 'redis connection error'),
+  );
+  const limiter = redis
+    ? new TokenBucketLimiter(redis, {
+        keyPrefix: config.AQUEDUCT_REDIS_PREFIX,
+        failurePolicy: config.AQUEDUCT_LIMITER_FAILURE_POLICY,
+        onFailOpen: (error) =>
+          logger.warn({ err: { message: error.message } }, 'admission limiter failed open'),
+      })
+    : undefined;
+  const admission = new TenantAdmission({ ...(limiter ? { limiter } : {}), defaultLimit, overrides });
+
+  const kafka = createKafka({
+    brokers: config.KAFKA_BROKERS,
+    clientId: `${config.KAFKA_CLIENT_ID}-gateway`,
+    logger,
+    extra: { connectionTimeout: 1000, requestTimeout: config.AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS },
+  });
+  const writer = new KafkaWriter({
+    kafka,
+    topic: config.AQUEDUCT_TOPIC,
+    timeoutMs: config.AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS,
+    logger,
+    onWrite: (sample) => {
+      metrics.kafkaWriteSeconds.observe({ outcome: sample.ok ? 'ok' : 'failed' }, sample.seconds);
+      if (sample.ok) metrics.kafkaWriteEvents.observe(sample.events);
+    },
+  });
+  await writer.start();
+
+  let closing = false;
+  const isReady = () => !closing && writer.ready && (redis === undefined || redis.status === 'ready');
+  const app = buildGatewayApp({
+    sink: writer,
+    admission,
+    apiKeys,
+    metrics,
+    logger,
+    isReady,
+    maxBatch: config.AQUEDUCT_GATEWAY_MAX_BATCH,
+    maxBodyBytes: config.AQUEDUCT_GATEWAY_MAX_BODY_BYTES,
+    retryAfterSeconds: config.AQUEDUCT_GATEWAY_RETRY_AFTER_SECONDS,
+    version: pkg.version,
+    ...(options.newId ? { newId: options.newId } : {}),
+  });
+  await app.listen({ port: config.AQUEDUCT_GATEWAY_PORT, host: config.AQUEDUCT_GATEWAY_HOST });
+  const address = app.server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${address.port}`;
+  logger.info(
+    {
+      url,
+      topic: config.AQUEDUCT_TOPIC,
+      apiKeys: apiKeys.size,
+      defaultTenantLimit: defaultLimit,
+      tenantOverrides: overrides.size,
+    },
+    'gateway listening',
+  );
+  return {
+    url,
+    port: address.port,
+    get ready() {
+      return isReady();
+    },
+    metrics,
+    async close() {
+      closing = true;
+      await app.close();
+      await writer.close();
+      redis?.disconnect();
+    },
+  };
+}

@@ -1,0 +1,285 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { describe, expect, it } from 'vitest';
+import { decodeEvent } from '../../src/events/decode.ts';
+import { EVENT_LIMITS } from '../../src/events/event.ts';
+import { admissionBucketName, policyHeaders, rateLimitHeaders } from '../../src/gateway/admission.ts';
+import { ApiKeys, hashApiKey } from '../../src/gateway/api-keys.ts';
+import {
+  apiKeyHashes,
+  defaultTenantLimit,
+  loadGatewayConfig,
+  redactGatewayConfig,
+  tenantLimitOverrides,
+} from '../../src/gateway/config.ts';
+import { prepareBody } from '../../src/gateway/events.ts';
+import { openApiDocument } from '../../src/gateway/openapi.ts';
+import { w3cTraceContext } from '../../src/gateway/tracing.ts';
+import { messageKey } from '../../src/publish/publisher.ts';
+
+const event = (extra: Record<string, unknown> = {}) => ({
+  platform: 'fcm',
+  token: 'device-token-1',
+  notification: { title: 'Hi', body: 'there' },
+  ...extra,
+});
+
+describe('gateway: preparing a body', () => {
+  const options = { tenant: 'acme', maxBatch: 3, newId: () => 'assigned-1' };
+
+  it('gives an event without an id one, stamps the key tenant, and writes exactly the validated JSON', () => {
+    const prepared = prepareBody(event({ data: { k: 'é"\n' } }), options);
+    expect(prepared.ok).toBe(true);
+    if (!prepared.ok) return;
+    const [only] = prepared.events;
+    expect(only?.id).toBe('assigned-1');
+    expect(only?.value).toBe(
+      JSON.stringify({ id: 'assigned-1', ...event({ data: { k: 'é"\n' } }), tenant: 'acme' }),
+    );
+    expect(only?.key).toBe(messageKey({ platform: 'fcm', token: 'device-token-1' }));
+    // What the consumer decodes is the same event.
+    const decoded = decodeEvent(Buffer.from(only?.value ?? ''));
+    expect(decoded.ok && decoded.event.tenant).toBe('acme');
+  });
+
+  it("keeps the caller's id, field order and tenant", () => {
+    const sent = { tenant: 'acme', id: 'mine-7', ...event() };
+    const prepared = prepareBody({ events: [sent] }, options);
+    expect(prepared.ok && prepared.events.map((e) => [e.id, e.value])).toEqual([
+      ['mine-7', JSON.stringify(sent)],
+    ]);
+  });
+
+  it.each([
+    ['a body that is not an object', 'text', 400, 'invalid-body', 'the body must be one event'],
+    ['an empty batch', { events: [] }, 400, 'invalid-body', 'events: must hold at least one event'],
+    ['a batch with extra keys', { events: [event()], more: 1 }, 400, 'invalid-body', 'unexpected: more'],
+    ['a missing field', event({ token: undefined }), 400, 'invalid-event', 'token: '],
+    [
+      'a bad field in a batch',
+      { events: [event(), event({ platform: 'sms' })] },
+      400,
+      'invalid-event',
+      'events[1].platform: ',
+    ],
+    [
+      'a nested bad field',
+      { events: [event({ notification: { title: 1, body: '' } })] },
+      400,
+      'invalid-event',
+      'events[0].notification.title: ',
+    ],
+    ['an unknown field', event({ colour: 'red' }), 400, 'invalid-event', 'colour'],
+    [
+      'a duplicate id',
+      { events: [event({ id: 'x' }), event({ id: 'x' })] },
+      400,
+      'duplicate-id',
+      'events[1].id: the same id as events[0]',
+    ],
+    [
+      'another tenant',
+      { events: [event(), event({ tenant: 'globex' })] },
+      403,
+      'tenant-mismatch',
+      'events[1].tenant: ',
+    ],
+    [
+      'too many events',
+      { events: [event(), event(), event(), event()] },
+      413,
+      'too-many-events',
+      'events: 4 events in one request, limit 3',
+    ],
+    [
+      'an event above the message size limit',
+      {
+        events: [
+          event({
+            data: Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`k${i}`, 'v'.repeat(1000)])),
+          }),
+        ],
+      },
+      413,
+      'event-too-large',
+      `events[0]: `,
+    ],
+  ])('refuses %s, naming the problem', (_name, body, status, error, message) => {
+    const prepared = prepareBody(body, options);
+    expect(prepared.ok).toBe(false);
+    if (prepared.ok) return;
+    expect(prepared.status).toBe(status);
+    expect(prepared.error).toBe(error);
+    expect(prepared.message).toContain(message);
+    expect(prepared.message).not.toContain('device-token-1');
+  });
+
+  it('states the event size limit in bytes', () => {
+    const big = event({
+      data: Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`k${i}`, 'v'.repeat(1000)])),
+    });
+    const prepared = prepareBody(big, options);
+    expect(!prepared.ok && prepared.message).toMatch(
+      new RegExp(`^\\(event\\): \\d+ bytes as JSON, limit ${EVENT_LIMITS.maxMessageBytes}$`),
+    );
+  });
+});
+
+describe('gateway: API keys', () => {
+  it('finds the tenant of a key by its SHA-256, from either header, and only that way', () => {
+    expect(hashApiKey('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    const keys = new ApiKeys(new Map([[hashApiKey('k-acme'), 'acme']]));
+    expect(keys.authenticate({ authorization: 'Bearer k-acme' })).toEqual({ ok: true, tenant: 'acme' });
+    expect(keys.authenticate({ 'x-api-key': 'k-acme' })).toEqual({ ok: true, tenant: 'acme' });
+    expect(keys.authenticate({ authorization: `Bearer ${hashApiKey('k-acme')}` })).toMatchObject({
+      ok: false,
+      reason: 'unknown',
+    });
+    expect(keys.authenticate({ authorization: 'Basic k-acme' })).toMatchObject({
+      ok: false,
+      reason: 'missing',
+    });
+    expect(keys.authenticate({})).toMatchObject({ ok: false, reason: 'missing' });
+  });
+});
+
+describe('gateway: configuration', () => {
+  const hash = hashApiKey('k');
+
+  it('reads keys, limits and overrides from the environment and masks the keys', () => {
+    const config = loadGatewayConfig({
+      AQUEDUCT_GATEWAY_API_KEYS: JSON.stringify({ [hash]: 'acme' }),
+      AQUEDUCT_TENANT_RATE: '50',
+      AQUEDUCT_GATEWAY_TENANT_LIMITS: '{"big": {"rate": 1000, "burst": 5000}, "small": {"rate": 0.5}}',
+    });
+    expect(config.AQUEDUCT_GATEWAY_PORT).toBe(8080);
+    expect([...apiKeyHashes(config)]).toEqual([[hash, 'acme']]);
+    expect(defaultTenantLimit(config)).toEqual({ rate: 50, burst: 50 });
+    expect([...tenantLimitOverrides(config)]).toEqual([
+      ['big', { rate: 1000, burst: 5000 }],
+      ['small', { rate: 0.5, burst: 1 }],
+    ]);
+    expect(JSON.stringify(redactGatewayConfig(config))).not.toContain(hash);
+  });
+
+  it('merges a key file, and refuses to start without any key', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'aqueduct-keys-')), 'keys.json');
+    writeFileSync(file, JSON.stringify({ [hashApiKey('other')]: 'globex' }));
+    const config = loadGatewayConfig({
+      AQUEDUCT_GATEWAY_API_KEYS: JSON.stringify({ [hash]: 'acme' }),
+      AQUEDUCT_GATEWAY_API_KEYS_FILE: file,
+    });
+    expect(apiKeyHashes(config).size).toBe(2);
+    expect(() => apiKeyHashes(loadGatewayConfig({}))).toThrow(
+      /AQUEDUCT_GATEWAY_API_KEYS: no API key configured/,
+    );
+  });
+
+  it.each([
+    [
+      { AQUEDUCT_GATEWAY_API_KEYS: '{"raw-secret-key": "acme"}' },
+      /^(?!.*raw-secret-key).*AQUEDUCT_GATEWAY_API_KEYS: a key is not a lower-case hex SHA-256/,
+    ],
+    [{ AQUEDUCT_GATEWAY_API_KEYS: 'nope' }, /AQUEDUCT_GATEWAY_API_KEYS: not JSON/],
+    [
+      { AQUEDUCT_GATEWAY_API_KEYS: `{"${hashApiKey('k')}": "a b"}` },
+      /AQUEDUCT_GATEWAY_API_KEYS\.[0-9a-f]{8}…: letters/,
+    ],
+    [
+      { AQUEDUCT_GATEWAY_TENANT_LIMITS: '{"acme": {"rate": -1}}' },
+      /AQUEDUCT_GATEWAY_TENANT_LIMITS\.acme\.rate: /,
+    ],
+    [{ AQUEDUCT_GATEWAY_MAX_BATCH: '0' }, /AQUEDUCT_GATEWAY_MAX_BATCH: /],
+    [{ AQUEDUCT_TENANT_RATE: 'fast' }, /AQUEDUCT_TENANT_RATE: /],
+  ])('names the bad field of %j', (env, message) => {
+    expect(() => loadGatewayConfig(env)).toThrow(message);
+  });
+});
+
+describe('gateway: rate-limit fields', () => {
+  const limit = { rate: 50, burst: 200 };
+
+  it('writes the draft-ietf-httpapi-ratelimit-headers policy and state as structured fields', () => {
+    expect(rateLimitHeaders({ kind: 'admitted', limit, remaining: 120, resetSeconds: 2 })).toEqual({
+      'ratelimit-policy': '"tenant";q=200;w=4',
+      ratelimit: '"tenant";r=120;t=2',
+    });
+    expect(
+      rateLimitHeaders({ kind: 'throttled', limit, remaining: 3, resetSeconds: 4, retryAfterSeconds: 1 })
+        .ratelimit,
+    ).toBe('"tenant";r=3;t=4');
+    expect(policyHeaders({ rate: 1000, burst: 10 })).toEqual({ 'ratelimit-policy': '"tenant";q=10;w=1' });
+    expect(rateLimitHeaders({ kind: 'unlimited' })).toEqual({});
+    expect(policyHeaders(null)).toEqual({});
+  });
+
+  it('keeps admission buckets under a tag of their own, apart from the providers', () => {
+    expect(admissionBucketName('acme')).toBe('gateway:tenant:acme');
+  });
+});
+
+describe('gateway: W3C trace context without an SDK', () => {
+  const getter = {
+    keys: (c: Record<string, string>) => Object.keys(c),
+    get: (c: Record<string, string>, k: string) => c[k],
+  };
+  const setter = {
+    set: (c: Record<string, string>, k: string, v: string) => {
+      c[k] = v;
+    },
+  };
+
+  it('carries a valid traceparent through unchanged and ignores malformed ones', () => {
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const ctx = w3cTraceContext.extract(ROOT_CONTEXT, { traceparent }, getter);
+    expect(trace.getSpanContext(ctx)?.traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
+    const out: Record<string, string> = {};
+    w3cTraceContext.inject(ctx, out, setter);
+    expect(out).toEqual({ traceparent });
+    for (const bad of [
+      '00-00000000000000000000000000000000-00f067aa0ba902b7-01',
+      'ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+      '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra',
+      'garbage',
+    ]) {
+      expect(
+        trace.getSpanContext(w3cTraceContext.extract(ROOT_CONTEXT, { traceparent: bad }, getter)),
+        bad,
+      ).toBeUndefined();
+    }
+  });
+});
+
+describe('gateway: OpenAPI document', () => {
+  const document = openApiDocument({ version: '0.1.0', maxBatch: 500, maxBodyBytes: 1 << 20 });
+
+  it('is a valid OpenAPI 3.1 document', async () => {
+    const result = await new Validator().validate(document);
+    expect(result.errors).toBeUndefined();
+    expect(result.valid).toBe(true);
+  });
+
+  it("describes the contract's event (id optional) and every answer of the ingest route", () => {
+    const ajv = new Ajv2020({ strict: false });
+    const schemas = (document.components as { schemas: Record<string, object> }).schemas;
+    const validateEvent = ajv.compile(schemas.NotificationEvent as object);
+    expect(validateEvent(event())).toBe(true);
+    expect(validateEvent(event({ platform: 'sms' }))).toBe(false);
+    const post = (document.paths as Record<string, { post?: { responses: object } }>)['/v1/notifications']
+      ?.post;
+    expect(Object.keys(post?.responses ?? {}).sort()).toEqual([
+      '202',
+      '400',
+      '401',
+      '403',
+      '413',
+      '415',
+      '429',
+      '503',
+    ]);
+  });
+});
