@@ -94,13 +94,20 @@ export function classifyApnsFailure(failure: ApnsFailure, nowMs: number = Date.n
  * `{ status: 500, error }` for a 500 (node-apn keeps the status and drops the reason), `{ status: 403,
  * error }` for an expired provider token, or `{ error }`
  * when the connection failed. The entry also carries the device token; nothing of it is kept.
+ * `observed` is what Node's http2 diagnostics channel saw of the answer (`:status`, `retry-after`).
  */
-export function describeApnsFailure(failed: unknown, retryAfter?: string): ApnsFailure {
+export function describeApnsFailure(
+  failed: unknown,
+  observed: { status?: number; retryAfter?: string } = {},
+): ApnsFailure {
   const out: ApnsFailure = {};
-  if (retryAfter !== undefined) out.retryAfter = retryAfter;
+  if (observed.retryAfter !== undefined) out.retryAfter = observed.retryAfter;
   if (typeof failed !== 'object' || failed === null) return { ...out, transportError: 'unknown failure' };
   const { status, response, error } = failed as { status?: unknown; response?: unknown; error?: unknown };
-  if (typeof status === 'number') out.status = status;
+  // What the channel saw wins: node-apn drops the status of a 429/5xx that arrives while it closes the
+  // session, and is shown a 502 for a 500 (see ApnsProvider).
+  if (observed.status !== undefined) out.status = observed.status;
+  else if (typeof status === 'number') out.status = status;
   if (typeof response === 'object' && response !== null) {
     const reason = (response as { reason?: unknown }).reason;
     if (typeof reason === 'string') out.reason = reason;
@@ -118,7 +125,7 @@ export function describeApnsFailure(failed: unknown, retryAfter?: string): ApnsF
 function describeTransportError(error: Error): string {
   const text = error.message;
   if (/timeout/i.test(text)) return 'timeout';
-  const code = /\b(E[A-Z_]{3,}|ERR_HTTP2_[A-Z_]+)\b/.exec(text);
+  const code = /\b(E[A-Z_]{3,}|ERR_HTTP2_[A-Z_]+|NGHTTP2_[A-Z_]+)\b/.exec(text);
   if (code) return code[1] as string;
   if (/ended unexpectedly|aborted|closed|destroyed|GOAWAY/i.test(text)) return 'connection closed';
   return 'error';

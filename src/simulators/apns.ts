@@ -111,7 +111,9 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
         case 'throttle':
           return respond(stream, 429, apnsId, TOO_MANY_REQUESTS, String(admission.retryAfterSeconds));
         case 'drop':
-          stream.session?.destroy();
+          // One request's worth of failure: its stream is reset. (Dropping the whole HTTP/2 connection
+          // would fail every request in flight on it, and the share would not mean what it says.)
+          stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
           return;
         case 'error500':
           return later(core, () => respond(stream, 500, apnsId, INTERNAL_SERVER_ERROR));
@@ -355,5 +357,9 @@ function readStream(stream: ServerHttp2Stream, done: (body: Buffer, size: number
     size += chunk.length;
     if (size <= MAX_BODY_BYTES) chunks.push(chunk);
   });
-  stream.on('end', () => done(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks), size));
+  stream.on('end', () => {
+    // A stream cut off by its client or a lost connection has no request to answer or count.
+    if (stream.aborted || stream.destroyed) return;
+    done(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks), size);
+  });
 }

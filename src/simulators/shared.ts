@@ -39,7 +39,7 @@ export interface SimulatorFaults {
   error500: number;
   /** Share of requests answered 503 (FCM UNAVAILABLE, APNs ServiceUnavailable). */
   error503: number;
-  /** Share of requests whose connection is dropped without an answer. */
+  /** Share of requests dropped without an answer: FCM closes the connection, APNs resets the stream. */
   drop: number;
   /** Share of requests answered only after `slowMs`. */
   slow: number;
