@@ -157,14 +157,57 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
     expect(sim.stats()).toMatchObject({ rejected: 1, accepted: 0 });
   });
 
-  it('turns a dropped connection into a retry, once, and reconnects for the next push', async () => {
+  it('turns a reset stream into a retry, once', async () => {
     sim.setFaults({ drop: 1 });
     const [outcome] = await apns.send([apnsPush()]);
-    expect(outcome).toMatchObject({ kind: 'retry', throttled: false });
-    expect(outcome?.kind === 'retry' && outcome.reason).toMatch(/^network: /);
+    expect(outcome).toEqual({ kind: 'retry', reason: 'network: NGHTTP2_INTERNAL_ERROR', throttled: false });
     expect(sim.stats()).toMatchObject({ requests: 1, dropped: 1 });
     sim.setFaults({ drop: 0 });
     expect((await apns.send([apnsPush()]))[0]?.kind).toBe('delivered');
+  });
+
+  it('under mixed faults, every outcome agrees with what the simulator did (a 500 fails no other push)', async () => {
+    // node-apn alone would tear its current session down on every 500 and fail the pushes in flight
+    // there (see ApnsProvider); here each push's outcome is its own answer.
+    sim.setFaults({ error500: 0.05, error503: 0.05, drop: 0.02, slow: 0.05, slowMs: 50 });
+    const batch = Array.from({ length: 400 }, (_, i) =>
+      apnsPush({ token: i % 25 === 0 ? `dead-${i}` : `tok-${i}` }),
+    );
+    const outcomes = await apns.send(batch);
+    const count = (predicate: (o: (typeof outcomes)[number]) => boolean) => outcomes.filter(predicate).length;
+    const stats = sim.stats();
+    expect(stats.requests).toBe(400);
+    expect(count((o) => o.kind === 'delivered')).toBe(stats.accepted);
+    expect(count((o) => o.kind === 'invalid-token')).toBe(stats.invalidTokens);
+    expect(count((o) => o.kind === 'retry' && (o.httpStatus === 500 || o.httpStatus === 503))).toBe(
+      stats.serverErrors,
+    );
+    expect(count((o) => o.kind === 'retry' && o.reason === 'network: NGHTTP2_INTERNAL_ERROR')).toBe(
+      stats.dropped,
+    );
+    expect(stats.serverErrors).toBeGreaterThan(0);
+    const accepted = new Set(sim.records().map((r) => r.eventId));
+    for (const [i, outcome] of outcomes.entries()) {
+      expect(accepted.has(batch[i]?.event.id)).toBe(outcome.kind === 'delivered');
+    }
+  });
+
+  it('turns a connection lost while waiting for the answer into a retry', async () => {
+    const doomed = await startApnsSimulator({ faults: { slow: 1, slowMs: 30_000 } });
+    const provider = createApnsProvider({
+      APNS_ENDPOINT: doomed.url,
+      APNS_CA_FILE: files.write('doomed.pem', doomed.caPem),
+    });
+    try {
+      const pending = provider.send([apnsPush()]);
+      while (doomed.stats().requests === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+      await doomed.close(); // destroys the connection under the waiting request
+      const [outcome] = await pending;
+      expect(outcome).toMatchObject({ kind: 'retry', throttled: false });
+      expect(outcome?.kind === 'retry' && outcome.reason).toMatch(/^network: /);
+    } finally {
+      await provider.close();
+    }
   });
 
   it('never puts the device token into a reason', async () => {

@@ -99,7 +99,7 @@ describe('APNs classification', () => {
       status: 410,
       response: { reason: 'Unregistered', timestamp: 1 },
     };
-    const failure = describeApnsFailure(failed, '4');
+    const failure = describeApnsFailure(failed, { status: 410, retryAfter: '4' });
     expect(failure).toEqual({ status: 410, reason: 'Unregistered', retryAfter: '4' });
     expect(JSON.stringify(failure)).not.toContain('secret-token');
   });
@@ -123,12 +123,25 @@ describe('APNs classification', () => {
     });
   });
 
+  it('takes the status the http2 channel saw when node-apn lost it (an answer on a session it is closing)', () => {
+    const failed = { device: 't', error: new Error('client session is either closed or destroyed') };
+    expect(classifyApnsFailure(describeApnsFailure(failed, { status: 429, retryAfter: '2' }), NOW)).toEqual(
+      retry('HTTP 429', 429, { throttled: true, retryAfterMs: 2000 }),
+    );
+    expect(describeApnsFailure(failed, { status: 500 })).toEqual({
+      status: 500,
+      reason: 'InternalServerError',
+    });
+    expect(describeApnsFailure(failed)).toEqual({ transportError: 'connection closed' });
+  });
+
   it('names what went wrong when there was no answer', () => {
     const cases: Array<[string, string]> = [
       ['apn write timeout', 'timeout'],
       ['stream ended unexpectedly with status null and empty body', 'connection closed'],
       ['apn write failed: read ECONNRESET', 'ECONNRESET'],
       ['apn write failed: ERR_HTTP2_STREAM_CANCEL', 'ERR_HTTP2_STREAM_CANCEL'],
+      ['apn write failed: Stream closed with error code NGHTTP2_INTERNAL_ERROR', 'NGHTTP2_INTERNAL_ERROR'],
       ['something odd', 'error'],
     ];
     for (const [message, expected] of cases) {
