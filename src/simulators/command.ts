@@ -126,7 +126,12 @@ function commonOptions(command: Command, defaultPort: number): Command {
     .option('--bad-prefix <prefix>', 'device tokens with this prefix are malformed', DEFAULT_BAD_TOKEN_PREFIX)
     .option('--fail-500 <share>', 'share of requests answered 500', parseShare, 0)
     .option('--fail-503 <share>', 'share of requests answered 503', parseShare, 0)
-    .option('--drop <share>', 'share of requests whose connection is dropped', parseShare, 0)
+    .option(
+      '--drop <share>',
+      'share of requests dropped unanswered (fcm: connection closed, apns: stream reset)',
+      parseShare,
+      0,
+    )
     .option('--slow <share>', 'share of answers delayed by --slow-ms', parseShare, 0)
     .option('--slow-ms <ms>', 'delay of a slow answer', parsePositive, 1000)
     .option(

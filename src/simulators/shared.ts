@@ -374,7 +374,8 @@ export interface RunningSimulator {
 export function later(core: SimulatorCore, answer: () => void): void {
   const delay = core.delay();
   if (delay === 0) answer();
-  else setTimeout(answer, delay);
+  // Unref'd: a held-back answer must not keep a closed simulator's process alive.
+  else setTimeout(answer, delay).unref();
 }
 
 /** mulberry32: a tiny, fast, seedable generator; good enough for fault dice. */

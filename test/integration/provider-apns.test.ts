@@ -192,6 +192,24 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
     }
   });
 
+  it('turns an answer slower than the request timeout into a retry', async () => {
+    const slow = await startApnsSimulator({ faults: { slow: 1, slowMs: 5_000 } });
+    const provider = createApnsProvider(
+      { APNS_ENDPOINT: slow.url, APNS_CA_FILE: files.write('slow.pem', slow.caPem) },
+      { apnsRequestTimeoutMs: 200 },
+    );
+    try {
+      expect((await provider.send([apnsPush()]))[0]).toEqual({
+        kind: 'retry',
+        reason: 'network: timeout',
+        throttled: false,
+      });
+    } finally {
+      await provider.close();
+      await slow.close();
+    }
+  });
+
   it('turns a connection lost while waiting for the answer into a retry', async () => {
     const doomed = await startApnsSimulator({ faults: { slow: 1, slowMs: 30_000 } });
     const provider = createApnsProvider({
