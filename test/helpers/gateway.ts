@@ -1,0 +1,106 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import type { Kafka } from 'kafkajs';
+import { inject } from 'vitest';
+import { hashApiKey } from '../../src/gateway/api-keys.ts';
+import { loadGatewayConfig } from '../../src/gateway/config.ts';
+import { type Gateway, startGateway } from '../../src/gateway/server.ts';
+import { createKafka } from '../../src/kafka/client.ts';
+import { ensureTopics } from '../../src/kafka/topics.ts';
+import { createLogger } from '../../src/log.ts';
+
+/** Options of {@link startTestGateway}. */
+export interface TestGatewayOptions {
+  /** API key → tenant (the gateway is given their hashes). */
+  keys: Record<string, string>;
+  /** Partitions of the fresh topic (default 3). */
+  partitions?: number;
+  /** Brokers (default: the run's). */
+  brokers?: string[];
+  /** More settings (AQUEDUCT_TENANT_RATE, AQUEDUCT_GATEWAY_MAX_BATCH, …). */
+  env?: Record<string, string>;
+}
+
+/** A gateway on a fresh topic, a Redis key prefix of its own, and a way to call it. */
+export interface TestGateway {
+  gateway: Gateway;
+  topic: string;
+  kafka: Kafka;
+  post(body: unknown, options?: { key?: string; headers?: Record<string, string> }): Promise<GatewayAnswer>;
+  close(): Promise<void>;
+}
+
+/** A response, read. */
+export interface GatewayAnswer {
+  status: number;
+  headers: Headers;
+  body: { ids?: string[]; error?: string; message?: string };
+}
+
+/** Starts an in-process gateway (`startGateway`, what `aqueduct serve` runs) for a test. */
+export async function startTestGateway(options: TestGatewayOptions): Promise<TestGateway> {
+  const brokers = options.brokers ?? inject('kafkaBrokers');
+  const topic = `gw-${randomUUID().slice(0, 8)}`;
+  const kafka = createKafka({ brokers, clientId: 'aqueduct-test' });
+  const admin = kafka.admin();
+  await admin.connect();
+  await ensureTopics(admin, [{ topic, numPartitions: options.partitions ?? 3 }]);
+  await admin.disconnect();
+  const prefix = `aqt-gw-${randomUUID().slice(0, 8)}`;
+  const config = loadGatewayConfig({
+    KAFKA_BROKERS: brokers.join(','),
+    REDIS_URL: inject('redisUrl'),
+    AQUEDUCT_REDIS_PREFIX: prefix,
+    AQUEDUCT_TOPIC: topic,
+    AQUEDUCT_GATEWAY_PORT: '0',
+    AQUEDUCT_GATEWAY_HOST: '127.0.0.1',
+    AQUEDUCT_GATEWAY_API_KEYS: JSON.stringify(
+      Object.fromEntries(Object.entries(options.keys).map(([key, tenant]) => [hashApiKey(key), tenant])),
+    ),
+    ...options.env,
+  });
+  const gateway = await startGateway(config, { logger: createLogger('silent'), defaultMetrics: false });
+  return {
+    gateway,
+    topic,
+    kafka,
+    async post(body, { key, headers = {} } = {}) {
+      const response = await fetch(`${gateway.url}/v1/notifications`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          ...(key ? { authorization: `Bearer ${key}` } : {}),
+          ...headers,
+        },
+        body: typeof body === 'string' ? body : JSON.stringify(body),
+      });
+      return {
+        status: response.status,
+        headers: response.headers,
+        body: (await response.json()) as GatewayAnswer['body'],
+      };
+    },
+    async close() {
+      await gateway.close();
+      // The run's Redis may be shared: delete only this gateway's keys.
+      const redis = new Redis(inject('redisUrl'));
+      let cursor = '0';
+      do {
+        const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 500);
+        if (keys.length > 0) await redis.del(...keys);
+        cursor = next;
+      } while (cursor !== '0');
+      redis.disconnect();
+    },
+  };
+}
+
+/** A valid event for `token`, with optional extra fields. */
+export function sampleEvent(token: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    platform: token.length % 2 === 0 ? 'fcm' : 'apns',
+    token,
+    notification: { title: 'Order shipped', body: `Parcel for ${token.slice(0, 4)} is on its way` },
+    ...extra,
+  };
+}

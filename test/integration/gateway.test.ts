@@ -1,0 +1,217 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeEvent } from '../../src/events/decode.ts';
+import { countMessages, readTopic } from '../../src/harness/topics.ts';
+import { headerString } from '../../src/kafka/headers.ts';
+import { messageKey } from '../../src/publish/publisher.ts';
+import { sampleEvent, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
+
+// The gateway in-process (what `aqueduct serve` runs) on the run's real Kafka broker and Redis.
+
+const ACME = 'key-acme-0123456789';
+const GLOBEX = 'key-globex-0123456789';
+
+describe('gateway on real Kafka and Redis', () => {
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    gw = await startTestGateway({
+      keys: { [ACME]: 'acme', [GLOBEX]: 'globex' },
+      env: {
+        // Every tenant: 1000 events/s, burst 1000; acme is held to 10/s, burst 20.
+        AQUEDUCT_TENANT_RATE: '1000',
+        AQUEDUCT_TENANT_BURST: '1000',
+        AQUEDUCT_GATEWAY_TENANT_LIMITS: JSON.stringify({ acme: { rate: 10, burst: 20 } }),
+        AQUEDUCT_GATEWAY_MAX_BATCH: '50',
+        AQUEDUCT_GATEWAY_MAX_BODY_BYTES: String(64 * 1024),
+      },
+    });
+  });
+
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it('writes accepted events to the topic byte for byte as validated, keyed by device, with the trace context', async () => {
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const sent = [
+      sampleEvent('tok-aaaa', {
+        id: 'given-1',
+        tenant: 'globex',
+        data: { emoji: '🚚', quote: 'say "hi"\n' },
+      }),
+      sampleEvent('tok-bbbbb'),
+      sampleEvent('tok-cccc', { priority: 'high', ttlSeconds: 60, collapseKey: 'orders' }),
+    ];
+    const batch = await gw.post({ events: sent }, { key: GLOBEX, headers: { traceparent } });
+    expect(batch.status).toBe(202);
+    const single = await gw.post(sampleEvent('tok-dddd', { id: 'given-2' }), { key: GLOBEX });
+    expect(single.status).toBe(202);
+    const ids = [...(batch.body.ids ?? []), ...(single.body.ids ?? [])];
+    expect(ids[0]).toBe('given-1');
+    expect(ids[1]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(ids[3]).toBe('given-2');
+
+    // The documented construction: a missing id first, the key's tenant last, nothing else touched.
+    const expected = new Map<string, string>();
+    const expectedOf = (event: Record<string, unknown>, id: string) =>
+      JSON.stringify({
+        ...(event.id === undefined ? { id } : {}),
+        ...event,
+        tenant: event.tenant ?? 'globex',
+      });
+    [...sent, sampleEvent('tok-dddd', { id: 'given-2' })].forEach((event, i) => {
+      expected.set(ids[i] as string, expectedOf(event, ids[i] as string));
+    });
+
+    const messages = await readTopic(gw.kafka, gw.topic);
+    expect(messages).toHaveLength(4);
+    for (const message of messages) {
+      const value = message.value?.toString('utf8') ?? '';
+      const id = (JSON.parse(value) as { id: string }).id;
+      expect(value, id).toBe(expected.get(id));
+      const decoded = decodeEvent(message.value);
+      expect(decoded.ok, id).toBe(true);
+      if (decoded.ok) expect(message.key?.toString()).toBe(messageKey(decoded.event));
+      if (id !== 'given-2') {
+        // Same trace as the caller's request (with an SDK the parent id is the gateway's publish span).
+        expect(headerString(message.headers, 'traceparent')?.slice(0, 36)).toBe(traceparent.slice(0, 36));
+      } else {
+        expect(headerString(message.headers, 'traceparent')).toBeUndefined();
+      }
+    }
+  });
+
+  it('answers 429 with Retry-After to a tenant above its limit, admits it after that wait, and leaves other tenants alone', async () => {
+    const events = (n: number, from: number) =>
+      Array.from({ length: n }, (_, i) => sampleEvent(`acme-${from + i}`));
+    const first = await gw.post({ events: events(20, 0) }, { key: ACME });
+    expect(first.status).toBe(202);
+    expect(first.headers.get('ratelimit-policy')).toBe('"tenant";q=20;w=2');
+    expect(first.headers.get('ratelimit')).toMatch(/^"tenant";r=0;t=[12]$/);
+
+    const throttled = await gw.post({ events: events(10, 20) }, { key: ACME });
+    expect(throttled.status).toBe(429);
+    expect(throttled.body.error).toBe('throttled');
+    const retryAfter = Number(throttled.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(throttled.headers.get('ratelimit')).toMatch(/^"tenant";r=\d;t=\d+$/);
+
+    // globex has its own bucket: unaffected.
+    const other = await gw.post(
+      { events: Array.from({ length: 50 }, (_, i) => sampleEvent(`globex-${i}`)) },
+      { key: GLOBEX },
+    );
+    expect(other.status).toBe(202);
+    expect(other.headers.get('ratelimit-policy')).toBe('"tenant";q=1000;w=1');
+
+    await sleep(retryAfter * 1000);
+    const again = await gw.post({ events: events(10, 20) }, { key: ACME });
+    expect(again.status).toBe(202);
+    expect(again.body.ids).toHaveLength(10);
+  });
+
+  it('refuses invalid and oversize bodies with 400/413/415 naming the problem, and writes nothing for them', async () => {
+    const before = await countMessages(gw.kafka, gw.topic);
+    const cases: Array<[unknown, number, string, string | RegExp]> = [
+      [
+        { events: [sampleEvent('x-1'), sampleEvent('x-2', { token: '' })] },
+        400,
+        'invalid-event',
+        /^events\[1\]\.token: /,
+      ],
+      [
+        sampleEvent('x-3', { notification: { title: 'no body' } }),
+        400,
+        'invalid-event',
+        /^notification\.body: /,
+      ],
+      [sampleEvent('x-4', { ttlSeconds: -5 }), 400, 'invalid-event', /^ttlSeconds: /],
+      ['{"events": [', 400, 'invalid-json', 'not valid JSON'],
+      [[sampleEvent('x-5')], 400, 'invalid-body', 'one event (a JSON object) or {"events": [...]}'],
+      [
+        { events: Array.from({ length: 51 }, (_, i) => sampleEvent(`x-${i}`)) },
+        413,
+        'too-many-events',
+        'limit 50',
+      ],
+      [
+        {
+          events: Array.from({ length: 50 }, (_, i) =>
+            sampleEvent(`big-${i}`, { data: { pad: 'p'.repeat(1400) } }),
+          ),
+        },
+        413,
+        'body-too-large',
+        'larger than 65536 bytes',
+      ],
+      [
+        sampleEvent('x-6', {
+          data: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v'.repeat(1000)])),
+        }),
+        413,
+        'event-too-large',
+        'limit 16384',
+      ],
+    ];
+    for (const [body, status, error, message] of cases) {
+      const answer = await gw.post(body, { key: GLOBEX });
+      expect(answer.status, error).toBe(status);
+      expect(answer.body.error).toBe(error);
+      expect(answer.body.message).toMatch(message);
+      // The rate-limit fields are on refusals too.
+      expect(answer.headers.get('ratelimit'), error).toMatch(/^"tenant";r=\d+;t=\d+$/);
+    }
+    // acme may send at most its burst (20) at once.
+    const aboveBurst = await gw.post(
+      { events: Array.from({ length: 21 }, (_, i) => sampleEvent(`b-${i}`)) },
+      { key: ACME },
+    );
+    expect(aboveBurst.status).toBe(413);
+    expect(aboveBurst.body.message).toContain('more than tenant "acme" may send at once (20)');
+
+    const text = await fetch(`${gw.gateway.url}/v1/notifications`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain', 'x-api-key': GLOBEX },
+      body: 'hello',
+    });
+    expect(text.status).toBe(415);
+    expect(await countMessages(gw.kafka, gw.topic)).toBe(before);
+  });
+
+  it('answers 401 to a missing or wrong API key and 403 to an event of another tenant', async () => {
+    const missing = await gw.post(sampleEvent('k-1'));
+    expect(missing.status).toBe(401);
+    expect(missing.body.message).toContain('an API key is required');
+    const wrong = await gw.post(sampleEvent('k-2'), { key: 'not-a-key' });
+    expect(wrong.status).toBe(401);
+    expect(wrong.body).toEqual({ error: 'unauthorized', message: 'the API key is not valid' });
+    expect(wrong.headers.get('www-authenticate')).toContain('Bearer');
+    // Checked before the body is read: an unknown caller gets 401 even for an oversize body.
+    const oversize = await gw.post('x'.repeat(100_000), { key: 'not-a-key' });
+    expect(oversize.status).toBe(401);
+    const foreign = await gw.post(
+      { events: [sampleEvent('k-3'), sampleEvent('k-4', { tenant: 'acme' })] },
+      { key: GLOBEX },
+    );
+    expect(foreign.status).toBe(403);
+    expect(foreign.body.message).toMatch(/^events\[1\]\.tenant: this API key belongs to tenant "globex"/);
+  });
+
+  it('serves a valid OpenAPI 3.1 document, health, readiness and metrics on the same port', async () => {
+    const document = (await (await fetch(`${gw.gateway.url}/openapi.json`)).json()) as Record<
+      string,
+      unknown
+    >;
+    expect(document.openapi).toBe('3.1.0');
+    expect((await new Validator().validate(document)).valid).toBe(true);
+    expect(await (await fetch(`${gw.gateway.url}/healthz`)).json()).toEqual({ status: 'ok' });
+    const ready = await fetch(`${gw.gateway.url}/readyz`);
+    expect(ready.status).toBe(200);
+    const metrics = await (await fetch(`${gw.gateway.url}/metrics`)).text();
+    expect(metrics).toMatch(/^aqueduct_gateway_events_accepted_total \d+/m);
+    expect(metrics).toMatch(/^aqueduct_gateway_requests_total\{status="429"\} [1-9]/m);
+    expect(metrics).toMatch(/^aqueduct_gateway_kafka_write_duration_seconds_count\{outcome="ok"\} [1-9]/m);
+  });
+});
