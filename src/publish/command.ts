@@ -4,6 +4,7 @@ import { type Command, InvalidArgumentError } from 'commander';
 import { loadConfig, topicsOf } from '../config.ts';
 import { createKafka } from '../kafka/client.ts';
 import { ensureTopics } from '../kafka/topics.ts';
+import { startTracing } from '../telemetry/tracing.ts';
 import { generateEvents } from './generate.ts';
 import { publishEvents } from './publisher.ts';
 
@@ -47,10 +48,12 @@ export function registerPublishCommand(program: Command): void {
     .option('-q, --quiet', 'no progress output', false)
     .addHelpText(
       'after',
-      "\nMessage key: a hash of platform + device token, so one device's notifications stay in order.\nEnvironment: KAFKA_BROKERS, AQUEDUCT_TOPIC.",
+      "\nMessage key: a hash of platform + device token, so one device's notifications stay in order.\nEnvironment: KAFKA_BROKERS, AQUEDUCT_TOPIC, and the OTEL_* variables (a PRODUCER span per event, its traceparent in the headers).",
     )
     .action(async (file: string | undefined, flags: PublishFlags) => {
       const config = loadConfig();
+      // Each event starts its own trace (when tracing is configured); the consumer continues it.
+      const tracing = await startTracing('aqueduct-publish');
       const topic = flags.topic ?? config.AQUEDUCT_TOPIC;
       const kafka = createKafka({
         brokers: config.KAFKA_BROKERS,
@@ -92,7 +95,7 @@ export function registerPublishCommand(program: Command): void {
           console.error(`published ${published}${total ? ` of ${total}` : ''} (${rate}/s)`);
         },
         onInvalid: (error) => console.error(`skipped ${error.message}`),
-      });
+      }).finally(() => tracing.shutdown());
       const seconds = (Date.now() - started) / 1000;
       if (!flags.quiet)
         console.error(`published ${result.published} events to ${topic} in ${seconds.toFixed(1)} s`);

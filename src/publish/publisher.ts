@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto';
 import type { IHeaders, Kafka, Message, Producer } from 'kafkajs';
 import { describeIssues } from '../events/decode.ts';
 import { type NotificationEventInput, notificationEventSchema } from '../events/event.ts';
+import { PublishTracing } from '../telemetry/producer-tracing.ts';
+import { isTracingEnabled } from '../telemetry/tracing.ts';
 
 /**
  * The message key of an event: a hash of its platform and device token. All notifications for one
@@ -48,7 +50,8 @@ export interface PublishResult {
 
 /**
  * Publishes events (objects, or raw strings/Buffers with `validate: false`) with an idempotent
- * producer, acknowledged by all in-sync replicas, in batches.
+ * producer, acknowledged by all in-sync replicas, in batches. While tracing is on, each message gets a
+ * PRODUCER span, ended when its batch is acknowledged, and that span's `traceparent` in its headers.
  */
 export async function publishEvents(
   kafka: Kafka,
@@ -64,6 +67,7 @@ export async function publishEvents(
   const batchSize = options.batchSize ?? 500;
   const validate = options.validate ?? true;
   const result: PublishResult = { published: 0, invalid: 0, acknowledged: [] };
+  const tracing = isTracingEnabled() ? new PublishTracing(options.topic) : undefined;
   let pending: Message[] = [];
   const flush = async () => {
     if (pending.length === 0) return;
@@ -72,6 +76,7 @@ export async function publishEvents(
     await producer.send({ topic: options.topic, messages, acks: -1 });
     result.published += messages.length;
     result.acknowledged.push({ at: Date.now(), count: messages.length });
+    tracing?.acknowledged(messages.length);
     options.onProgress?.(result.published);
   };
   try {
@@ -86,10 +91,14 @@ export async function publishEvents(
       }
       const extra = options.headersFor?.(raw, index);
       if (extra) message.headers = { ...message.headers, ...extra };
+      if (tracing) message.headers = { ...message.headers, ...tracing.start(raw) };
       pending.push(message);
       if (pending.length >= batchSize) await flush();
     }
     await flush();
+  } catch (error) {
+    tracing?.failed(error);
+    throw error;
   } finally {
     await producer.disconnect();
   }
