@@ -98,7 +98,7 @@ export function registerSimulateCommand(program: Command): void {
         startApnsSimulator({
           ...simulatorOptions(flags),
           statsPort: flags.statsPort,
-          ...(flags.authKey ? { authKeyPem: readFileSync(flags.authKey, 'utf8') } : {}),
+          ...(flags.authKey ? { authKeyPem: readKey(flags.authKey) } : {}),
           ...(flags.keyId ? { keyId: flags.keyId } : {}),
           ...(flags.teamId ? { teamId: flags.teamId } : {}),
         }),
@@ -225,6 +225,21 @@ async function run(
   console.error(`${kind} simulator stopping: ${JSON.stringify(final)}`);
   await simulator.close();
   if (ownDir) rmSync(certDir, { recursive: true, force: true });
+}
+
+function readKey(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'error';
+    throw new SetupError(
+      `cannot read --auth-key ${file} (${code})`,
+      'pass the .p8 file the tokens are signed with',
+      {
+        cause: error,
+      },
+    );
+  }
 }
 
 function parsePort(value: string): number {
