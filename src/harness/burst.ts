@@ -6,6 +6,7 @@ import { Redis } from 'ioredis';
 import { topicsOf } from '../config.ts';
 import type { Platform } from '../events/event.ts';
 import { createKafka } from '../kafka/client.ts';
+import { HEADER, headerString } from '../kafka/headers.ts';
 import { ensureTopics } from '../kafka/topics.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { generateEvents } from '../publish/generate.ts';
@@ -87,6 +88,8 @@ export interface BurstResult {
   /** Deliveries and 429s per second of the run, for the picture. */
   timeline: Array<{ second: number; delivered: number; provider429: number }>;
   consumerCrashes: number;
+  /** Why events were retried: reason → count (from the retry topic's headers). */
+  retryReasons: Record<string, number>;
 }
 
 /**
@@ -246,6 +249,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       perProvider,
       timeline: timeline(simulators, started, throttleSamples),
       consumerCrashes: consumers.filter((c) => c.child.exitCode !== 0 && c.child.exitCode !== null).length,
+      retryReasons: countBy(retry.map((m) => headerString(m.headers, HEADER.reason) ?? 'unknown')),
     };
   } finally {
     await Promise.all(consumers.map((c) => c.kill()));
@@ -331,6 +335,12 @@ function timeline(
     previous = sample.total;
   }
   return seconds;
+}
+
+function countBy(values: readonly string[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const value of values) counts[value] = (counts[value] ?? 0) + 1;
+  return counts;
 }
 
 function quantile(sorted: readonly number[], q: number): number {

@@ -1,0 +1,190 @@
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { type BurstResult, runBurst } from '../src/harness/burst.ts';
+import { LocalRedis, startServices } from '../src/services/index.ts';
+import { lineChart } from './chart.ts';
+import { machine } from './machine.ts';
+
+/**
+ * `npm run bench -- burst`: the viral burst, twice in one run on the same broker and Redis:
+ * - `aqueduct`: the real pipeline configured for the provider's limit;
+ * - `fireAndForget`: the same consumers with the limiter disabled and 429s retried (every instance fires
+ *   as fast as it can).
+ * Both simulators enforce 800/s with a burst of 2000; 1% dead tokens, 1% provider 5xx.
+ */
+
+export const PROVIDER = { rate: 800, burst: 2000 };
+/** As a user configures Aqueduct for that provider: its rate, a burst 5% under its burst (see the README). */
+export const AQUEDUCT = { rate: 800, burst: 1900 };
+
+export interface BurstBenchOptions {
+  /** An existing broker (the test suite's); default: the service switch (a local broker). */
+  kafkaBrokers?: string[];
+  events: number;
+  consumers: number;
+  partitions: number;
+  outDir: string;
+  log: (line: string) => void;
+}
+
+export interface BurstBenchResult {
+  scenario: 'burst';
+  command: string;
+  machine: ReturnType<typeof machine>;
+  setup: Record<string, unknown>;
+  aqueduct: Omit<BurstResult, 'timeline'>;
+  fireAndForget: Omit<BurstResult, 'timeline'>;
+  targets: Record<string, { target: string; value: number; met: boolean }>;
+}
+
+export async function runBurstBench(options: BurstBenchOptions): Promise<BurstBenchResult> {
+  const services = await startServices({
+    env: {
+      ...process.env,
+      REDIS_URL: '',
+      ...(options.kafkaBrokers ? { KAFKA_BROKERS: options.kafkaBrokers.join(',') } : {}),
+    },
+    log: options.log,
+  });
+  // A private redis-server, so that INFO commandstats counts this run's calls only.
+  const redis = services.localRedis ?? (await LocalRedis.start());
+  const logDir = await mkdtemp(join(tmpdir(), 'aqueduct-bench-burst-'));
+  try {
+    const common = {
+      kafkaBrokers: services.kafkaBrokers,
+      redisUrl: redis.url,
+      events: options.events,
+      partitions: options.partitions,
+      consumers: options.consumers,
+      provider: PROVIDER,
+      deadTokenRatio: 0.01,
+      faults: { error500: 0.01 },
+      logDir,
+    };
+    const progress =
+      (name: string) => (s: { elapsedSeconds: number; delivered: number; provider429: number }) => {
+        if (s.elapsedSeconds > 0)
+          options.log(
+            `  ${name} t=${s.elapsedSeconds.toFixed(0)}s delivered ${s.delivered} 429s ${s.provider429}`,
+          );
+      };
+    options.log(
+      `aqueduct: ${options.events} events, ${options.consumers} consumers, ${options.partitions} partitions`,
+    );
+    const aqueduct = await runBurst({
+      ...common,
+      aqueduct: AQUEDUCT,
+      limiter: true,
+      onTick: progress('aqueduct'),
+    });
+    options.log('fireAndForget: the same, limiter disabled');
+    const fireAndForget = await runBurst({
+      ...common,
+      aqueduct: PROVIDER,
+      limiter: false,
+      onTick: progress('fireAndForget'),
+    });
+
+    const { timeline: aqueductTimeline, ...aqueductFigures } = aqueduct;
+    const { timeline: naiveTimeline, ...naiveFigures } = fireAndForget;
+    const result: BurstBenchResult = {
+      scenario: 'burst',
+      command: 'npm run bench -- burst',
+      machine: machine(),
+      setup: {
+        events: options.events,
+        consumers: options.consumers,
+        partitions: options.partitions,
+        provider: PROVIDER,
+        aqueductConfig: AQUEDUCT,
+        deadTokenRatio: 0.01,
+        provider5xxRatio: 0.01,
+      },
+      aqueduct: aqueductFigures,
+      fireAndForget: naiveFigures,
+      targets: {
+        provider429: target('= 0', aqueduct.provider429, aqueduct.provider429 === 0),
+        lost: target('= 0', aqueduct.lost, aqueduct.lost === 0),
+        duplicates: target('= 0', aqueduct.duplicates, aqueduct.duplicates === 0),
+        envelopeRatio: target('≥ 0.98', aqueduct.envelopeRatio, aqueduct.envelopeRatio >= 0.98),
+        redisCallsPerPush: target('≤ 0.03', aqueduct.redisCallsPerPush, aqueduct.redisCallsPerPush <= 0.03),
+      },
+    };
+    await mkdir(options.outDir, { recursive: true });
+    await writeFile(join(options.outDir, 'burst.json'), `${JSON.stringify(result, null, 2)}\n`);
+    await writeFile(
+      join(options.outDir, 'burst.svg'),
+      lineChart({
+        title: `Viral burst: ${options.events} events, ${options.consumers} consumers, providers at ${PROVIDER.rate}/s each`,
+        yLabel: 'pushes per second (both providers)',
+        limit: {
+          value: PROVIDER.rate * 2,
+          label: `allowed: ${PROVIDER.rate * 2}/s (+ burst ${PROVIDER.burst} each)`,
+        },
+        series: [
+          {
+            name: 'aqueduct',
+            color: '#1f77b4',
+            points: aqueductTimeline.map((t) => [t.second, t.delivered]),
+            throttled: aqueductTimeline.map((t) => [t.second, t.provider429]),
+          },
+          {
+            name: 'fireAndForget',
+            color: '#ff7f0e',
+            points: naiveTimeline.map((t) => [t.second, t.delivered]),
+            throttled: naiveTimeline.map((t) => [t.second, t.provider429]),
+          },
+        ],
+      }),
+    );
+    return result;
+  } finally {
+    if (!services.localRedis) await redis.dispose();
+    await services.stop();
+  }
+}
+
+function target(text: string, value: number, met: boolean): { target: string; value: number; met: boolean } {
+  return { target: text, value, met };
+}
+
+/** The table printed after a run (and pasted into the README by bench/readme.ts). */
+export function burstTable(result: BurstBenchResult): string {
+  const fields = [
+    'published',
+    'delivered',
+    'deadLettered',
+    'invalidTokens',
+    'provider429',
+    'lost',
+    'duplicates',
+    'seconds',
+    'configuredRate',
+    'achievedRate',
+    'envelopeRatio',
+    'p50Ms',
+    'p99Ms',
+    'redisCallsPerPush',
+  ] as const;
+  const rows = fields.map((f) => `| ${f} | ${result.aqueduct[f]} | ${result.fireAndForget[f]} |`);
+  return ['| figure | aqueduct | fireAndForget |', '| --- | ---: | ---: |', ...rows].join('\n');
+}
+
+export const RESULTS_DIR = fileURLToPath(new URL('./results/', import.meta.url));
+
+export async function main(): Promise<void> {
+  const events = Number(process.env.BENCH_BURST_EVENTS ?? 20_000);
+  const result = await runBurstBench({
+    events,
+    consumers: 3,
+    partitions: 6,
+    outDir: RESULTS_DIR,
+    log: (line) => console.error(line),
+  });
+  console.log(burstTable(result));
+  for (const [name, t] of Object.entries(result.targets)) {
+    console.log(`${t.met ? 'met    ' : 'MISSED '} ${name} ${t.target}: ${t.value}`);
+  }
+}
