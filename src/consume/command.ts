@@ -1,13 +1,18 @@
 import type { Command } from 'commander';
 import { Redis } from 'ioredis';
 import { type Config, ConfigError, configReference, loadConfig, redactConfig } from '../config.ts';
+import type { Platform } from '../events/event.ts';
 import { createKafka } from '../kafka/client.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
-import { createLogger } from '../log.ts';
+import { createLogger, type Logger } from '../log.ts';
 import { errorSummary, NotificationConsumer } from '../pipeline/consumer.ts';
 import { createProviders } from '../providers/index.ts';
-import { startHealthServer } from '../telemetry/http-server.ts';
+import { type HealthServer, startHealthServer } from '../telemetry/http-server.ts';
+import { createMetrics, type Metrics, PipelineMetrics } from '../telemetry/metrics.ts';
+import { combineObservers } from '../telemetry/observers.ts';
+import { PipelineTracing, type ProviderServer } from '../telemetry/pipeline-tracing.ts';
 import { SummaryObserver } from '../telemetry/summary.ts';
+import { isTracingEnabled, startTracing } from '../telemetry/tracing.ts';
 
 /** `aqueduct consume`: one member of the consumer group, until SIGTERM/SIGINT. */
 export function registerConsumeCommand(program: Command): void {
@@ -40,42 +45,121 @@ export function registerConsumeCommand(program: Command): void {
     });
 }
 
-/** Starts everything a consumer process needs and stops it cleanly on SIGTERM/SIGINT. */
-export async function runConsumer(config: Config): Promise<void> {
-  const logger = createLogger(config.LOG_LEVEL);
-  logger.info({ config: redactConfig(config) }, 'starting consumer');
+/** Options of {@link startConsumerApp}. */
+export interface ConsumerAppOptions {
+  /** Where the JSON logs go. Default: stdout at LOG_LEVEL. */
+  logger?: Logger;
+  /** Interval of the `pipeline summary` log line. Default 2000 ms. */
+  summaryIntervalMs?: number;
+}
+
+/** A consumer process's parts, running: what `aqueduct consume` runs, and what tests assemble in-process. */
+export interface ConsumerApp {
+  readonly consumer: NotificationConsumer;
+  readonly health: HealthServer;
+  readonly metrics: Metrics;
+  readonly summary: SummaryObserver;
+  readonly logger: Logger;
+  /** Drains and commits (see NotificationConsumer.stop), then closes the providers, Redis and the HTTP server. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Assembles and starts a consumer: the health/metrics server first (so that `/healthz` answers while
+ * the consumer connects and `/readyz` says "not ready" until the group is joined and Redis is
+ * connected), then Redis, the limiter, the providers, and the consumer group member with its observers:
+ * the `pipeline summary` counts, the Prometheus metrics, and, when tracing is on (start it first), the
+ * spans.
+ */
+export async function startConsumerApp(
+  config: Config,
+  options: ConsumerAppOptions = {},
+): Promise<ConsumerApp> {
+  const logger = options.logger ?? createLogger(config.LOG_LEVEL);
+  logger.info({ config: redactConfig(config), tracing: isTracingEnabled() }, 'starting consumer');
+  const metrics = createMetrics();
+  const pipelineMetrics = new PipelineMetrics(metrics.registry, {
+    rates: { fcm: config.AQUEDUCT_FCM_RATE, apns: config.AQUEDUCT_APNS_RATE },
+  });
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 2, enableAutoPipelining: true });
   redis.on('error', (error) => logger.warn({ err: errorSummary(error) }, 'redis connection error'));
+  let consumer: NotificationConsumer | undefined;
+  const health = await startHealthServer({
+    port: config.AQUEDUCT_HTTP_PORT,
+    isReady: () => consumer?.ready === true && redis.status === 'ready',
+    registry: metrics.registry,
+  });
+  logger.info({ httpPort: health.port }, 'health server listening');
+
   const limiter = new TokenBucketLimiter(redis, {
     keyPrefix: config.AQUEDUCT_REDIS_PREFIX,
     failurePolicy: config.AQUEDUCT_LIMITER_FAILURE_POLICY,
     onFailOpen: (error) =>
       logger.warn({ err: errorSummary(error) }, 'limiter failed open: sending unmetered'),
   });
-  const providers = createProviders(config, { maxInFlight: config.AQUEDUCT_SEND_CONCURRENCY });
-  const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: config.KAFKA_CLIENT_ID, logger });
-
   const summary = new SummaryObserver();
-  const consumer = await NotificationConsumer.start(config, {
-    kafka,
-    redis,
-    providers,
-    tokenSource: limiter,
-    logger,
-    observer: summary,
-  });
-  summary.start(logger, 2000);
-  const health = await startHealthServer({
-    port: config.AQUEDUCT_HTTP_PORT,
-    isReady: () => consumer.ready && redis.status === 'ready',
-  });
+  const observer = combineObservers(
+    summary,
+    pipelineMetrics,
+    ...(isTracingEnabled()
+      ? [
+          new PipelineTracing({
+            groupId: config.AQUEDUCT_GROUP_ID,
+            clientId: config.KAFKA_CLIENT_ID,
+            servers: providerServers(config),
+          }),
+        ]
+      : []),
+  );
+  let providers: ReturnType<typeof createProviders> | undefined;
+  try {
+    providers = createProviders(config, { maxInFlight: config.AQUEDUCT_SEND_CONCURRENCY });
+    const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: config.KAFKA_CLIENT_ID, logger });
+    consumer = await NotificationConsumer.start(config, {
+      kafka,
+      redis,
+      providers,
+      tokenSource: limiter,
+      logger,
+      observer,
+    });
+  } catch (error) {
+    await Promise.all([providers?.fcm.close(), providers?.apns.close(), health.close()]);
+    redis.disconnect();
+    throw error;
+  }
+  pipelineMetrics.watch(consumer);
+  summary.start(logger, options.summaryIntervalMs ?? 2000);
   logger.info({ httpPort: health.port, topics: consumer.topics }, 'consumer running');
+
+  const running = consumer;
+  const started = providers;
+  return {
+    consumer: running,
+    health,
+    metrics,
+    summary,
+    logger,
+    async stop() {
+      await running.stop();
+      summary.stop(logger);
+      await Promise.all([started.fcm.close(), started.apns.close(), health.close()]);
+      redis.disconnect();
+    },
+  };
+}
+
+/** Starts tracing and a consumer, and stops both cleanly on SIGTERM/SIGINT (or a fatal consumer crash). */
+export async function runConsumer(config: Config): Promise<void> {
+  const logger = createLogger(config.LOG_LEVEL);
+  const tracing = await startTracing('aqueduct-consumer', { logger });
+  const app = await startConsumerApp(config, { logger });
 
   let exitCode = 0;
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);
-    consumer.onFatal = () => {
+    app.consumer.onFatal = () => {
       exitCode = 1;
       resolve();
     };
@@ -85,11 +169,26 @@ export async function runConsumer(config: Config): Promise<void> {
     logger.error('shutdown bound exceeded; exiting');
     process.exit(1);
   }, config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS + 2000).unref();
-  await consumer.stop();
-  summary.stop(logger);
-  await Promise.all([providers.fcm.close(), providers.apns.close(), health.close()]);
-  redis.disconnect();
+  await app.stop();
+  // After the consumer: its last spans end while it drains; shutdown exports them.
+  await tracing.shutdown();
   clearTimeout(hardStop);
   logger.info({ exitCode }, 'stopped');
   process.exitCode = exitCode;
+}
+
+/** Where each provider's pushes go (for the CLIENT spans' server.address and server.port). */
+function providerServers(config: Config): Record<Platform, ProviderServer> {
+  const server = (endpoint: string | undefined, fallback: string): ProviderServer => {
+    if (!endpoint) return { address: fallback, port: 443 };
+    const url = new URL(endpoint);
+    return { address: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: url.port ? Number(url.port) : 443 };
+  };
+  return {
+    fcm: server(config.FCM_ENDPOINT, 'fcm.googleapis.com'),
+    apns: server(
+      config.APNS_ENDPOINT,
+      config.APNS_PRODUCTION ? 'api.push.apple.com' : 'api.sandbox.push.apple.com',
+    ),
+  };
 }

@@ -84,6 +84,7 @@ export class BatchProcessor {
         break;
       }
     }
+    this.deps.observer.batchDone?.(batch, items.filter((item) => !state.isSettled(item.offset)).length);
   }
 
   /** Forgets every partition (after a rebalance, or on shutdown): cancels resumes, un-pauses. */
@@ -117,7 +118,9 @@ export class BatchProcessor {
     const attempt = fromRetry ? Math.max(1, headerNumber(message.headers, HEADER.attempt, 1)) : 1;
     const notBefore = fromRetry ? headerNumber(message.headers, HEADER.notBefore, 0) : 0;
     const dedupeKey = decoded.ok ? decoded.event.id : `@${topic}:${partition}:${message.offset}`;
-    return { offset: message.offset, message, decoded, attempt, notBefore, dedupeKey };
+    const item: Item = { offset: message.offset, message, decoded, attempt, notBefore, dedupeKey };
+    this.deps.observer.received?.(item, topic, partition);
+    return item;
   }
 
   /** One Redis call for the messages this partition has not checked yet. */
@@ -158,7 +161,7 @@ export class BatchProcessor {
           reason: item.decoded.reason,
         });
         marks.push({ id: item.dedupeKey, outcome: 'dead-lettered' });
-        this.deps.observer.deadLettered?.(item.decoded.kind);
+        this.deps.observer.deadLettered?.(item.decoded.kind, item);
         finished.push(item);
         continue;
       }
@@ -179,7 +182,11 @@ export class BatchProcessor {
     const starved = new Map<TokenPool, number>();
     await Promise.all(
       [...byPool].map(async ([pool, group]) => {
-        const granted = await this.deps.observer.acquire(pool, group.length, () => pool.take(group.length));
+        const granted = await this.deps.observer.acquire(pool, group.length, () => pool.take(group.length), {
+          topic: state.topic,
+          partition: state.partition,
+          items: group.map((entry) => entry.item),
+        });
         toSend.push(...group.slice(0, granted));
         if (granted < group.length) starved.set(pool, group.length - granted);
       }),
@@ -213,7 +220,7 @@ export class BatchProcessor {
             reason: outcome.reason,
           });
           marks.push({ id: event.id, outcome: 'dead-lettered' });
-          this.deps.observer.deadLettered?.('rejected');
+          this.deps.observer.deadLettered?.('rejected', item);
           break;
         case 'retry': {
           if (outcome.throttled) await this.blockFleet(event, outcome.retryAfterMs);
@@ -227,7 +234,7 @@ export class BatchProcessor {
               reason,
             });
             marks.push({ id: event.id, outcome: 'dead-lettered' });
-            this.deps.observer.deadLettered?.('max-attempts');
+            this.deps.observer.deadLettered?.('max-attempts', item);
           } else {
             const notBefore = Date.now() + this.retryDelay(item.attempt, outcome.retryAfterMs);
             records.push({
@@ -238,7 +245,7 @@ export class BatchProcessor {
               notBefore,
               reason: outcome.reason,
             });
-            this.deps.observer.retried?.(outcome);
+            this.deps.observer.retried?.(outcome, event);
           }
           break;
         }
@@ -249,6 +256,7 @@ export class BatchProcessor {
     await this.deps.outcomes.write(records);
     await this.deps.doneStore.mark(marks);
     for (const item of finished) state.finished.add(item.offset);
+    this.deps.observer.settled?.(finished, state.topic, state.partition);
     return { finished: finished.length, starved };
   }
 
@@ -264,7 +272,11 @@ export class BatchProcessor {
     const results = await Promise.all(
       [...byPlatform].map(async ([platform, list]) => {
         const requests: PushRequest[] = list.map(({ item, event }) => ({ event, attempt: item.attempt }));
-        const outcomes = await this.deps.providers[platform].send(requests);
+        const items = list.map((entry) => entry.item);
+        const provider = this.deps.providers[platform];
+        const outcomes = await this.deps.observer.send({ platform, requests, items }, () =>
+          provider.send(requests),
+        );
         return list.map((entry, i) => ({
           ...entry,
           outcome: outcomes[i] ?? {
@@ -348,5 +360,6 @@ export class BatchProcessor {
       state.cancelResume();
       this.deps.resume(state.topic, state.partition);
     }
+    this.deps.observer.released?.(state.topic, state.partition);
   }
 }

@@ -30,6 +30,7 @@ export class NotificationConsumer {
   private readonly consumer: Consumer;
   private readonly producer: Producer;
   private readonly processor: BatchProcessor;
+  private readonly observer: PipelineObserver;
   private readonly pools = new Map<string, TokenPool>();
   private joined = false;
   /** Called when the consumer died for good (a non-retriable crash); the process should exit. */
@@ -52,6 +53,7 @@ export class NotificationConsumer {
       heartbeatInterval: 1_000,
     });
     const observer = deps.observer ?? noopObserver;
+    this.observer = observer;
     this.processor = new BatchProcessor(
       {
         providers: deps.providers,
@@ -160,7 +162,11 @@ export class NotificationConsumer {
       const chunk = this.config.AQUEDUCT_ACQUIRE_CHUNK ?? Math.ceil(provider.rate / 4);
       pool = new TokenPool(this.deps.tokenSource, buckets, {
         chunk,
-        onError: (error) => this.deps.logger.warn({ err: errorSummary(error) }, 'token acquire failed'),
+        onError: (error) => {
+          this.observer.limiterError?.(error);
+          this.deps.logger.warn({ err: errorSummary(error) }, 'token acquire failed');
+        },
+        onAcquire: (acquire) => this.observer.poolAcquired?.(buckets, acquire),
       });
       this.pools.set(key, pool);
     }

@@ -46,6 +46,10 @@ export class SummaryObserver implements PipelineObserver {
     return granted;
   }
 
+  send<T>(_context: unknown, send: () => Promise<T>): Promise<T> {
+    return send();
+  }
+
   outcome(_event: unknown, outcome: { kind: string; throttled?: boolean }): void {
     if (outcome.kind === 'delivered') this.totals.delivered++;
     else if (outcome.kind === 'invalid-token') this.totals.invalidTokens++;
