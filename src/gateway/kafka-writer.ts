@@ -71,6 +71,7 @@ export class KafkaWriter {
   private queue: Pending[] = [];
   private inFlight: Promise<void> | null = null;
   private reconnectTimer: NodeJS.Timeout | undefined;
+  private lastConnectFailure: { at: number; message: string } | null = null;
   private closed = false;
 
   constructor(options: KafkaWriterOptions) {
@@ -228,6 +229,18 @@ export class KafkaWriter {
   private connectedProducer(): Promise<Producer> {
     if (this.producer) return Promise.resolve(this.producer);
     if (this.connecting) return this.connecting;
+    // Kafka was unreachable a moment ago: answer at once rather than make every request wait out its own
+    // connection attempt. The background reconnect notices within reconnectIntervalMs when it is back.
+    const failure = this.lastConnectFailure;
+    if (failure && Date.now() - failure.at < this.reconnectIntervalMs) {
+      this.scheduleReconnect();
+      return Promise.reject(new KafkaUnavailableError(this.topic, `unreachable: ${failure.message}`));
+    }
+    return this.connect();
+  }
+
+  private connect(): Promise<Producer> {
+    if (this.connecting) return this.connecting;
     const producer = this.kafka.producer({
       idempotent: true,
       maxInFlightRequests: 1,
@@ -243,10 +256,12 @@ export class KafkaWriter {
         }
         this.producer = producer;
         this.healthy = true;
+        this.lastConnectFailure = null;
         return producer;
       },
       (error: unknown) => {
         this.connecting = null;
+        this.lastConnectFailure = { at: Date.now(), message: summary(error).message };
         void producer.disconnect().catch(() => {});
         throw new KafkaUnavailableError(this.topic, `cannot connect: ${summary(error).message}`, {
           cause: error,
@@ -266,7 +281,7 @@ export class KafkaWriter {
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = undefined;
       if (this.closed || this.producer) return;
-      this.connectedProducer().then(
+      this.connect().then(
         () => this.logger?.info('Kafka reachable again'),
         () => this.scheduleReconnect(),
       );

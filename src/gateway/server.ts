@@ -76,7 +76,13 @@ export async function startGateway(
     brokers: config.KAFKA_BROKERS,
     clientId: `${config.KAFKA_CLIENT_ID}-gateway`,
     logger,
-    extra: { connectionTimeout: 1000, requestTimeout: config.AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS },
+    // Connecting gives up within about a second when the broker is down (the default retries for
+    // half a minute): a request must get its 503 within AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS.
+    extra: {
+      connectionTimeout: 1000,
+      requestTimeout: config.AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS,
+      retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1000 },
+    },
   });
   const writer = new KafkaWriter({
     kafka,
