@@ -3,10 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { topicsOf } from '../src/config.ts';
 import { startSimulators } from '../src/harness/simulators.ts';
 import { createKafka } from '../src/kafka/client.ts';
-import { ensureTopics } from '../src/kafka/topics.ts';
+import { ensureTopicFamily } from '../src/kafka/topics.ts';
 import { generateEvents } from '../src/publish/generate.ts';
 import { publishEvents } from '../src/publish/publisher.ts';
 import { startServices } from '../src/services/index.ts';
@@ -57,17 +56,7 @@ export async function runOverheadBench(options: OverheadOptions) {
   try {
     const kafka = createKafka({ brokers: services.kafkaBrokers, clientId: 'overhead' });
     const topic = `overhead-${randomUUID().slice(0, 8)}`;
-    const admin = kafka.admin();
-    await admin.connect();
-    const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
-    await ensureTopics(
-      admin,
-      [topics.main, topics.retry, topics.deadLetter, topics.invalidTokens].map((t) => ({
-        topic: t,
-        numPartitions: 6,
-      })),
-    );
-    await admin.disconnect();
+    await ensureTopicFamily(kafka, topic, 6);
     options.log(`publishing ${options.events} events`);
     await publishEvents(kafka, generateEvents({ count: options.events }), { topic, batchSize: 2000 });
 

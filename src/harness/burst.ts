@@ -7,7 +7,7 @@ import { topicsOf } from '../config.ts';
 import type { Platform } from '../events/event.ts';
 import { createKafka } from '../kafka/client.ts';
 import { HEADER, headerString } from '../kafka/headers.ts';
-import { ensureTopics } from '../kafka/topics.ts';
+import { ensureTopicFamily } from '../kafka/topics.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { generateEvents } from '../publish/generate.ts';
 import { publishEvents } from '../publish/publisher.ts';
@@ -15,7 +15,7 @@ import type { SimulatorFaults } from '../simulators/shared.ts';
 import { type ConsumerProcess, spawnConsumer } from './fleet.ts';
 import { commandStats, roundTripsBetween } from './redis-stats.ts';
 import { startSimulators } from './simulators.ts';
-import { countMessages, readTopic } from './topics.ts';
+import { countMessages, eventIdOf, readTopic } from './topics.ts';
 
 /** Options of {@link runBurst}. */
 export interface BurstOptions {
@@ -110,16 +110,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
   const consumers: ConsumerProcess[] = [];
   await mkdir(options.logDir, { recursive: true });
   try {
-    const admin = kafka.admin();
-    await admin.connect();
-    await ensureTopics(
-      admin,
-      [topics.main, topics.retry, topics.deadLetter, topics.invalidTokens].map((t) => ({
-        topic: t,
-        numPartitions: options.partitions,
-      })),
-    );
-    await admin.disconnect();
+    await ensureTopicFamily(kafka, topic, options.partitions);
 
     // The viral burst: everything is on the topic before the first consumer starts.
     const events = [
@@ -212,7 +203,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     const accepted = simulators.accepted();
     const outcomeIds = new Set<string>([...accepted.ids]);
     for (const message of [...dlq, ...invalid]) {
-      const id = idOf(message.value);
+      const id = eventIdOf(message.value);
       if (id !== undefined) outcomeIds.add(id);
     }
     const lost = ids.filter((id) => !outcomeIds.has(id)).length;
@@ -351,14 +342,4 @@ function quantile(sorted: readonly number[], q: number): number {
 function round(value: number, digits: number): number {
   const factor = 10 ** digits;
   return Math.round(value * factor) / factor;
-}
-
-function idOf(value: Buffer | null): string | undefined {
-  if (!value) return undefined;
-  try {
-    const parsed = JSON.parse(value.toString()) as { id?: unknown };
-    return typeof parsed.id === 'string' ? parsed.id : undefined;
-  } catch {
-    return undefined;
-  }
 }

@@ -1,5 +1,29 @@
 import { randomUUID } from 'node:crypto';
 import type { Kafka, KafkaMessage } from 'kafkajs';
+import { type Topics, topicsOf } from '../config.ts';
+import { ensureTopics } from '../kafka/topics.ts';
+
+/** A message as read back, with the partition it was read from. */
+export type TopicMessage = KafkaMessage & { partition: number };
+
+/** Creates a run's topic and its retry, dead-letter and invalid-token topics, all with `partitions`. */
+export async function createRunTopics(kafka: Kafka, topic: string, partitions: number): Promise<Topics> {
+  const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    await ensureTopics(
+      admin,
+      [topics.main, topics.retry, topics.deadLetter, topics.invalidTokens].map((t) => ({
+        topic: t,
+        numPartitions: partitions,
+      })),
+    );
+  } finally {
+    await admin.disconnect();
+  }
+  return topics;
+}
 
 /** How many messages a topic holds (high watermark minus low, over its partitions). */
 export async function countMessages(kafka: Kafka, topic: string): Promise<number> {
@@ -17,7 +41,7 @@ export async function countMessages(kafka: Kafka, topic: string): Promise<number
  * Every message a topic holds right now, read with a throw-away consumer group (no offsets of a real
  * group are touched). Stops when each partition's high watermark at the start has been reached.
  */
-export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000): Promise<KafkaMessage[]> {
+export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000): Promise<TopicMessage[]> {
   const admin = kafka.admin();
   await admin.connect();
   const offsets = await admin.fetchTopicOffsets(topic);
@@ -25,7 +49,7 @@ export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000)
   const remaining = new Map(
     offsets.filter((p) => Number(p.high) > Number(p.low)).map((p) => [p.partition, BigInt(p.high) - 1n]),
   );
-  const messages: KafkaMessage[] = [];
+  const messages: TopicMessage[] = [];
   if (remaining.size === 0) return messages;
   const consumer = kafka.consumer({ groupId: `aqueduct-reader-${randomUUID()}`, maxWaitTimeInMs: 100 });
   await consumer.connect();
@@ -40,7 +64,7 @@ export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000)
             const last = remaining.get(batch.partition);
             if (last === undefined) return;
             for (const message of batch.messages) {
-              if (BigInt(message.offset) <= last) messages.push(message);
+              if (BigInt(message.offset) <= last) messages.push({ ...message, partition: batch.partition });
             }
             if (BigInt(batch.lastOffset()) >= last) remaining.delete(batch.partition);
             if (remaining.size === 0) {
@@ -55,4 +79,15 @@ export async function readTopic(kafka: Kafka, topic: string, timeoutMs = 60_000)
     await consumer.disconnect();
   }
   return messages;
+}
+
+/** The `id` of an event in a message value, if the value is JSON with a string id. */
+export function eventIdOf(value: Buffer | null): string | undefined {
+  if (!value) return undefined;
+  try {
+    const parsed = JSON.parse(value.toString()) as { id?: unknown };
+    return typeof parsed.id === 'string' ? parsed.id : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -1,4 +1,5 @@
-import type { Admin } from 'kafkajs';
+import type { Admin, Kafka } from 'kafkajs';
+import { topicsOf } from '../config.ts';
 
 /**
  * Creates the topics that do not exist yet (existing ones are left as they are, whatever their
@@ -18,4 +19,29 @@ export async function ensureTopics(
     if ((error as { type?: string }).type !== 'TOPIC_ALREADY_EXISTS') throw error;
   }
   return missing.map((t) => t.topic);
+}
+
+/**
+ * Creates a notification topic and the three topics derived from it (`.retry`, `.dlq`,
+ * `.invalid-tokens`), all with `numPartitions`, where they do not exist yet.
+ */
+export async function ensureTopicFamily(
+  kafka: Kafka,
+  mainTopic: string,
+  numPartitions: number,
+): Promise<string[]> {
+  const topics = topicsOf({ AQUEDUCT_TOPIC: mainTopic });
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    return await ensureTopics(
+      admin,
+      [topics.main, topics.retry, topics.deadLetter, topics.invalidTokens].map((topic) => ({
+        topic,
+        numPartitions,
+      })),
+    );
+  } finally {
+    await admin.disconnect();
+  }
 }

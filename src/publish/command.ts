@@ -1,9 +1,9 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { type Command, InvalidArgumentError } from 'commander';
-import { loadConfig, topicsOf } from '../config.ts';
+import { loadConfig } from '../config.ts';
 import { createKafka } from '../kafka/client.ts';
-import { ensureTopics } from '../kafka/topics.ts';
+import { ensureTopicFamily } from '../kafka/topics.ts';
 import { startTracing } from '../telemetry/tracing.ts';
 import { generateEvents } from './generate.ts';
 import { publishEvents } from './publisher.ts';
@@ -60,17 +60,7 @@ export function registerPublishCommand(program: Command): void {
         clientId: `${config.KAFKA_CLIENT_ID}-publish`,
       });
       if (flags.createTopic) {
-        const admin = kafka.admin();
-        await admin.connect();
-        const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
-        const created = await ensureTopics(
-          admin,
-          [topics.main, topics.retry, topics.deadLetter, topics.invalidTokens].map((t) => ({
-            topic: t,
-            numPartitions: flags.partitions,
-          })),
-        );
-        await admin.disconnect();
+        const created = await ensureTopicFamily(kafka, topic, flags.partitions);
         if (created.length > 0 && !flags.quiet) console.error(`created ${created.join(', ')}`);
       }
 

@@ -9,10 +9,10 @@ import { inject } from 'vitest';
 import { topicsOf } from '../../src/config.ts';
 import { type ConsumerProcess, spawnConsumer } from '../../src/harness/fleet.ts';
 import { type Simulators, startSimulators } from '../../src/harness/simulators.ts';
-import { readTopic } from '../../src/harness/topics.ts';
+import { eventIdOf, readTopic } from '../../src/harness/topics.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import { HEADER, headerString } from '../../src/kafka/headers.ts';
-import { ensureTopics } from '../../src/kafka/topics.ts';
+import { ensureTopicFamily } from '../../src/kafka/topics.ts';
 import { LocalRedis } from '../../src/services/index.ts';
 import type { SimulatorOptions } from '../../src/simulators/shared.ts';
 
@@ -59,17 +59,8 @@ export interface Ledger {
 export async function startRig(options: RigOptions): Promise<Rig> {
   const topic = `pipe-${randomUUID().slice(0, 8)}`;
   const kafka = createKafka({ brokers: inject('kafkaBrokers'), clientId: 'aqueduct-test' });
-  const admin = kafka.admin();
-  await admin.connect();
   const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
-  await ensureTopics(
-    admin,
-    [topics.main, topics.retry, topics.deadLetter, topics.invalidTokens].map((t) => ({
-      topic: t,
-      numPartitions: options.partitions,
-    })),
-  );
-  await admin.disconnect();
+  await ensureTopicFamily(kafka, topic, options.partitions);
   const localRedis = await LocalRedis.start();
   const redis = new Redis(localRedis.url);
   const simulators = await startSimulators({ rate: 100_000, burst: 100_000, ...options.simulator });
@@ -123,12 +114,12 @@ export async function startRig(options: RigOptions): Promise<Rig> {
         delivered: accepted.ids,
         acceptedTotal: accepted.total,
         deadLettered: dlq.map((m) => ({
-          id: idOf(m.value),
+          id: eventIdOf(m.value),
           reasonKind: headerString(m.headers, HEADER.reasonKind),
           reason: headerString(m.headers, HEADER.reason),
         })),
         invalidTokens: new Set(
-          invalid.map((m) => idOf(m.value)).filter((id): id is string => id !== undefined),
+          invalid.map((m) => eventIdOf(m.value)).filter((id): id is string => id !== undefined),
         ),
         retried: retry.length,
         throttled: simulators.fcm.stats().throttled + simulators.apns.stats().throttled,
@@ -158,16 +149,6 @@ export async function startRig(options: RigOptions): Promise<Rig> {
     },
   };
   return rig;
-}
-
-function idOf(value: Buffer | null): string | undefined {
-  if (!value) return undefined;
-  try {
-    const parsed = JSON.parse(value.toString()) as { id?: unknown };
-    return typeof parsed.id === 'string' ? parsed.id : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /** Sums a counter over the last `pipeline summary` line of each consumer. */
