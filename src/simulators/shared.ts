@@ -173,7 +173,7 @@ export interface AcceptedRecord {
   messageId: string;
   /** The event id found in the data payload under `aqueduct_id`, if any. */
   eventId: string | undefined;
-  /** When the request arrived, in epoch milliseconds with sub-millisecond precision. */
+  /** When the request arrived, in epoch milliseconds (Date.now()). */
   arrivedAtMs: number;
   /** The request as received (with `keepPayloads`). */
   payload?: unknown;
@@ -235,9 +235,13 @@ export class SimulatorCore {
     return this.currentFaults;
   }
 
-  /** The arrival time of a request, as epoch milliseconds. */
+  /**
+   * The arrival time of a request: the wall clock, like the `createdAt` of events from other processes
+   * (`performance.timeOrigin + performance.now()` has sub-millisecond steps but drifts from it by
+   * milliseconds). The bucket runs on the monotonic clock.
+   */
   now(): number {
-    return performance.timeOrigin + performance.now();
+    return Date.now();
   }
 
   /** Counts the request and decides, in this order: storm, bucket, dropped connection, 500, 503. */
