@@ -136,13 +136,13 @@ describe('FCM provider (firebase-admin) against the FCM simulator', () => {
 
   it('under mixed faults, every outcome agrees with what the simulator did', async () => {
     sim.setFaults({ error500: 0.05, error503: 0.05, drop: 0.02, slow: 0.05, slowMs: 50 });
-    const batch = Array.from({ length: 400 }, (_, i) =>
+    const batch = Array.from({ length: 200 }, (_, i) =>
       pushRequest({ token: i % 25 === 0 ? `dead-${i}` : `tok-${i}` }),
     );
     const outcomes = await fcm.send(batch);
     const count = (predicate: (o: (typeof outcomes)[number]) => boolean) => outcomes.filter(predicate).length;
     const stats = sim.stats();
-    expect(stats.requests).toBe(400);
+    expect(stats.requests).toBe(200);
     expect(count((o) => o.kind === 'delivered')).toBe(stats.accepted);
     expect(count((o) => o.kind === 'invalid-token')).toBe(stats.invalidTokens);
     expect(count((o) => o.kind === 'retry' && (o.httpStatus === 500 || o.httpStatus === 503))).toBe(

@@ -141,7 +141,7 @@ describe('APNs simulator: the wire protocol', () => {
 describe('APNs simulator: rate limit and counts, through the real client', () => {
   it('answers 429 for exactly the requests beyond its bucket', async () => {
     // Refill of 0.01 token/s adds no whole token within the test: exactly `burst` requests get through.
-    const sim = await startApnsSimulator({ rate: 0.01, burst: 100 });
+    const sim = await startApnsSimulator({ rate: 0.01, burst: 50 });
     const apns = new ApnsProvider({
       keyPem: throwAwaySigningKey(),
       keyId: 'KEY1234567',
@@ -153,21 +153,21 @@ describe('APNs simulator: rate limit and counts, through the real client', () =>
       maxInFlight: 64,
     });
     try {
-      const batch = Array.from({ length: 300 }, () => pushRequest({ platform: 'apns' }));
+      const batch = Array.from({ length: 150 }, () => pushRequest({ platform: 'apns' }));
       const outcomes = await apns.send(batch);
       const delivered = outcomes.filter((o) => o.kind === 'delivered');
       const throttled = outcomes.filter((o) => o.kind === 'retry' && o.throttled);
-      expect(delivered).toHaveLength(100);
-      expect(throttled).toHaveLength(200);
+      expect(delivered).toHaveLength(50);
+      expect(throttled).toHaveLength(100);
       for (const outcome of throttled) {
         expect(outcome).toMatchObject({ reason: 'TooManyRequests', httpStatus: 429 });
         expect(outcome.kind === 'retry' && outcome.retryAfterMs).toBeGreaterThan(90_000);
       }
       expect(sim.stats()).toMatchObject({
-        requests: 300,
-        accepted: 100,
-        throttled: 200,
-        distinctEventIds: 100,
+        requests: 150,
+        accepted: 50,
+        throttled: 100,
+        distinctEventIds: 50,
         duplicates: 0,
       });
       const accepted = new Set(sim.records().map((r) => r.eventId));

@@ -175,7 +175,7 @@ describe('FCM simulator: the wire protocol', () => {
 describe('FCM simulator: rate limit and counts, through the real client', () => {
   it('answers 429 for exactly the requests beyond its bucket', async () => {
     // Refill of 0.01 token/s adds no whole token within the test: exactly `burst` requests get through.
-    const sim = await startFcmSimulator({ rate: 0.01, burst: 100 });
+    const sim = await startFcmSimulator({ rate: 0.01, burst: 50 });
     const fcm = new FcmProvider({
       endpoint: parseEndpoint('fcm', sim.url, 'FCM_ENDPOINT'),
       caPem: sim.caPem,
@@ -184,22 +184,22 @@ describe('FCM simulator: rate limit and counts, through the real client', () => 
       maxInFlight: 64,
     });
     try {
-      const batch = Array.from({ length: 300 }, () => pushRequest());
+      const batch = Array.from({ length: 150 }, () => pushRequest());
       const outcomes = await fcm.send(batch);
       const delivered = outcomes.filter((o) => o.kind === 'delivered');
       const throttled = outcomes.filter((o) => o.kind === 'retry' && o.throttled);
-      expect(delivered).toHaveLength(100);
-      expect(throttled).toHaveLength(200);
+      expect(delivered).toHaveLength(50);
+      expect(throttled).toHaveLength(100);
       for (const outcome of throttled) {
         expect(outcome).toMatchObject({ httpStatus: 429, retryAfterMs: expect.any(Number) });
         // One token takes 100 s at 0.01/s.
         expect(outcome.kind === 'retry' && outcome.retryAfterMs).toBeGreaterThan(90_000);
       }
       expect(sim.stats()).toMatchObject({
-        requests: 300,
-        accepted: 100,
-        throttled: 200,
-        distinctEventIds: 100,
+        requests: 150,
+        accepted: 50,
+        throttled: 100,
+        distinctEventIds: 50,
       });
       // The accepted ones are exactly the pushes that came back delivered.
       const accepted = new Set(sim.records().map((r) => r.eventId));
