@@ -1,0 +1,79 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { type PoolBucket, TokenPool, type TokenSource } from '../../src/pipeline/token-pool.ts';
+
+/**
+ * The pool's own bookkeeping, against a counting in-memory source. (The real source, the Redis limiter,
+ * is exercised with the pool by the pipeline integration tests, which count Redis round trips.)
+ */
+function countingSource(tokens: { left: number }, waitMs = 50) {
+  const calls: Array<{ n: number; waitFor: number | undefined }> = [];
+  const source: TokenSource = {
+    async acquire(_buckets, n, options) {
+      calls.push({ n, waitFor: options?.waitFor });
+      const granted = Math.min(n, tokens.left);
+      tokens.left -= granted;
+      return { granted, waitMs: granted < n ? waitMs : 0 };
+    },
+    async blockUntil() {},
+    async refund(_buckets, n) {
+      tokens.left += n;
+    },
+  };
+  return { source, calls };
+}
+const buckets: PoolBucket[] = [{ name: 'fcm', rate: 800, capacity: 2000 }];
+
+describe('TokenPool', () => {
+  it('coalesces the takes of one tick into one acquire for their total', async () => {
+    const { source, calls } = countingSource({ left: 10_000 });
+    const pool = new TokenPool(source, buckets, { chunk: 200 });
+    const granted = await Promise.all([pool.take(30), pool.take(50), pool.take(20)]);
+    expect(granted).toEqual([30, 50, 20]);
+    expect(calls).toEqual([{ n: 100, waitFor: 100 }]);
+  });
+
+  it('asks for at most two chunks at a time and shares a short grant in arrival order', async () => {
+    const { source, calls } = countingSource({ left: 250 });
+    const pool = new TokenPool(source, buckets, { chunk: 200 });
+    const granted = await Promise.all([pool.take(300), pool.take(300)]);
+    expect(calls[0]).toEqual({ n: 400, waitFor: 200 });
+    expect(granted).toEqual([250, 0]);
+  });
+
+  it('makes no Redis call while dry, and wakes a waiting partition when the wait is over', async () => {
+    const tokens = { left: 0 };
+    const { source, calls } = countingSource(tokens, 80);
+    const pool = new TokenPool(source, buckets, { chunk: 200 });
+    expect(await pool.take(10)).toBe(0);
+    expect(calls).toHaveLength(1);
+    expect(await pool.take(10)).toBe(0); // dry: answered locally
+    expect(calls).toHaveLength(1);
+    let woken = false;
+    pool.whenRefilled('topic:0', 10, () => {
+      woken = true;
+    });
+    await sleep(20);
+    expect(woken).toBe(false);
+    tokens.left = 100;
+    await sleep(120);
+    expect(woken).toBe(true);
+    expect(await pool.take(10)).toBe(10);
+  });
+
+  it('forgets a cancelled waiter; a closed pool grants nothing', async () => {
+    const tokens = { left: 0 };
+    const { source } = countingSource(tokens, 30);
+    const pool = new TokenPool(source, buckets, { chunk: 200 });
+    await pool.take(5);
+    let woken = false;
+    pool.whenRefilled('topic:1', 5, () => {
+      woken = true;
+    });
+    pool.cancel('topic:1');
+    await sleep(60);
+    expect(woken).toBe(false);
+    await pool.close();
+    expect(await pool.take(1)).toBe(0);
+  });
+});
