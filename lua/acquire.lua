@@ -15,15 +15,21 @@
   ARGV[2 + 2i]      rate of KEYS[i] in tokens/s, a finite number > 0 (may be fractional)
   ARGV[3 + 2i]      capacity of KEYS[i], a finite number >= 1
 
-  Hash fields:      tokens (may be fractional), ts (µs of the last update), rate, capacity (as last given,
-                    for `aqueduct inspect`), blocked_until (epoch ms, written by block.lua; read here)
-  TTL:              every key written gets max(minTtlSeconds, ceil(2 * capacity / rate), until its block
-                    ends + 1 s): an idle bucket disappears only once it would be full again anyway.
+  Hash fields:      tokens (may be fractional), ts (µs of the last update), config ('<rate> <capacity>
+                    <minTtlSeconds>' as last given, for `aqueduct inspect`), blocked_until (epoch ms,
+                    written by block.lua; read here)
+  TTL:              every key written has one: ttl = max(minTtlSeconds, ceil(2 * capacity / rate), until
+                    its block ends + 1 s), renewed by the first call of every ttl / 2 epoch of the server
+                    clock (and while blocked, and when config changes), so an idle bucket disappears only
+                    once it would be full again anyway.
 
-  Returns, all as strings (Lua numbers returned to Redis would be truncated to integers):
-    { granted, waitMs, blockedUntilMs or '', nowMicros, tokensLeft[1], ..., tokensLeft[k] }
+  Returns one string of decimal numbers separated by single spaces (Lua numbers returned to Redis would
+  be truncated to integers; one bulk string is cheaper for the client to decode than k + 4):
+    'granted waitMs blockedUntilMs nowMicros tokensLeft[1] ... tokensLeft[k]'
+    blockedUntilMs: empty (two spaces in a row) when no block is active
     waitMs: ms until waitFor more tokens are available in every bucket and no block is active
-            (rounded up; '0' when waitFor is 0)
+            (rounded up; 0 when waitFor is 0)
+    tokensLeft: with up to 17 significant digits, so the double round-trips exactly
 
   Error replies (nothing is written):
     AQUEDUCT_ARGUMENT buckets <message>        no keys, or #ARGV ~= 3 + 2 * #KEYS
@@ -34,29 +40,17 @@
     AQUEDUCT_ARGUMENT capacity <message>       a capacity is NaN, infinite or < 1
 ]]
 
--- Redis 3.2 to 4 need this to write after the non-deterministic TIME; from Redis 5 it is the default.
-redis.replicate_commands()
+-- Locals for the globals used on every call (this script runs per message batch: keep it lean).
+local floor, huge, tonumber, format = math.floor, math.huge, tonumber, string.format
 
 -- Floating-point sums of fractional refills can land a hair below a whole token; this much is forgiven.
 local EPSILON = 1e-9
--- EXPIRE takes at most this many seconds without overflowing.
+-- EXPIRE takes at most this many seconds without overflowing; %d is exact below 2^53.
 local MAX_TTL_SECONDS = 2147483647
+local MAX_EXACT_INTEGER = 9007199254740992
 
 local function bad(argument, message)
   return redis.error_reply('AQUEDUCT_ARGUMENT ' .. argument .. ' ' .. message)
-end
-
-local function finite(x)
-  return x ~= nil and x == x and x ~= math.huge and x ~= -math.huge
-end
-
-local function is_count(x)
-  return finite(x) and x >= 0 and x == math.floor(x)
-end
-
--- 17 significant digits round-trip every double exactly (tostring keeps only 14).
-local function str(x)
-  return string.format('%.17g', x)
 end
 
 local k = #KEYS
@@ -64,118 +58,132 @@ if k == 0 then
   return bad('buckets', 'must name at least one bucket key')
 end
 if #ARGV ~= 3 + 2 * k then
-  return bad('buckets', string.format(
+  return bad('buckets', format(
     '%d keys need %d ARGV (n, waitFor, minTtlSeconds, then rate and capacity per key), got %d',
     k, 3 + 2 * k, #ARGV))
 end
 
+-- Each check passes only finite valid numbers (NaN fails every comparison).
 local n = tonumber(ARGV[1])
-if not is_count(n) then
+if not (n and n >= 0 and n < huge and n == floor(n)) then
   return bad('n', 'must be an integer >= 0, got "' .. ARGV[1] .. '"')
 end
 local wait_for = nil
 if ARGV[2] ~= '' then
   wait_for = tonumber(ARGV[2])
-  if not is_count(wait_for) then
+  if not (wait_for and wait_for >= 0 and wait_for < huge and wait_for == floor(wait_for)) then
     return bad('waitFor', 'must be an integer >= 0, got "' .. ARGV[2] .. '"')
   end
 end
 local min_ttl = tonumber(ARGV[3])
-if not (finite(min_ttl) and min_ttl >= 1 and min_ttl == math.floor(min_ttl)) then
+if not (min_ttl and min_ttl >= 1 and min_ttl < huge and min_ttl == floor(min_ttl)) then
   return bad('minTtlSeconds', 'must be an integer >= 1, got "' .. ARGV[3] .. '"')
-end
-
-local rates, capacities = {}, {}
-for i = 1, k do
-  local rate = tonumber(ARGV[2 + 2 * i])
-  if not (finite(rate) and rate > 0) then
-    return bad('rate', 'of ' .. KEYS[i] .. ' must be a finite number > 0, got "' .. ARGV[2 + 2 * i] .. '"')
-  end
-  local capacity = tonumber(ARGV[3 + 2 * i])
-  if not (finite(capacity) and capacity >= 1) then
-    return bad('capacity', 'of ' .. KEYS[i] .. ' must be a finite number >= 1, got "' .. ARGV[3 + 2 * i] .. '"')
-  end
-  rates[i], capacities[i] = rate, capacity
 end
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local now_ms = now / 1000
+local now_text = time[1] .. string.rep('0', 6 - #time[2]) .. time[2] -- µs, exact, without formatting
 
--- Refill every bucket to now and find what all of them can give.
-local tokens, blocks = {}, {}
-local available = math.huge
-local smallest_capacity = math.huge
-local blocked_until = nil
+-- Check and read every bucket (nothing is written before all arguments are known good), refill it to
+-- now and find what all of them can give.
+local rates, capacities, levels, states = {}, {}, {}, {}
+local blocks = nil
+local available, smallest_capacity, blocked_until = huge, huge, nil
 for i = 1, k do
-  local state = redis.call('HMGET', KEYS[i], 'tokens', 'ts', 'blocked_until')
-  local capacity = capacities[i]
-  local level = tonumber(state[1])
-  local ts = tonumber(state[2])
+  local rate, capacity = tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i])
+  if not (rate and rate > 0 and rate < huge) then
+    return bad('rate', 'of ' .. KEYS[i] .. ' must be a finite number > 0, got "' .. ARGV[2 + 2 * i] .. '"')
+  end
+  if not (capacity and capacity >= 1 and capacity < huge) then
+    return bad('capacity', 'of ' .. KEYS[i] .. ' must be a finite number >= 1, got "' .. ARGV[3 + 2 * i] .. '"')
+  end
+  local state = redis.call('HMGET', KEYS[i], 'tokens', 'ts', 'blocked_until', 'config')
+  local level, ts = tonumber(state[1]), tonumber(state[2])
   if level == nil or ts == nil then
     level = capacity -- a new (or expired) bucket starts full
-  else
-    local elapsed = now - ts
-    if elapsed < 0 then elapsed = 0 end -- the server clock stepped back (failover): no refill, no debt
-    level = level + elapsed * rates[i] / 1000000
+  elseif now > ts then -- (a server clock that stepped back, e.g. after a failover, refills nothing)
+    level = level + (now - ts) * rate / 1000000
   end
   if level > capacity then level = capacity end
-  tokens[i] = level
-  local whole = math.floor(level + EPSILON)
+  rates[i], capacities[i], levels[i], states[i] = rate, capacity, level, state
+  local whole = floor(level + EPSILON)
   if whole < available then available = whole end
   if capacity < smallest_capacity then smallest_capacity = capacity end
   local block = tonumber(state[3])
-  if block ~= nil then
-    if block > now_ms then
-      blocks[i] = block
-      if blocked_until == nil or block > blocked_until then blocked_until = block end
-    else
-      redis.call('HDEL', KEYS[i], 'blocked_until') -- over: tidy it away
-    end
+  if block and block > now_ms then
+    blocks = blocks or {}
+    blocks[i] = block
+    if not blocked_until or block > blocked_until then blocked_until = block end
   end
 end
 
 local granted = 0
-if blocked_until == nil then
-  granted = math.min(n, available)
+if not blocked_until then
+  granted = n < available and n or available
 end
-
 for i = 1, k do
-  local left = tokens[i] - granted
-  if left < 0 then left = 0 end
-  tokens[i] = left
+  local left = levels[i] - granted
+  levels[i] = left > 0 and left or 0
 end
 
 -- How long until `want` more tokens are in every bucket (refill continues during a block).
-local want = wait_for
-if want == nil then want = n - granted end
-local most_waitable = math.floor(smallest_capacity + EPSILON)
+local want = wait_for or n - granted
+local most_waitable = floor(smallest_capacity + EPSILON)
 if want > most_waitable then want = most_waitable end
 local wait_us = 0
 if want > 0 then
   for i = 1, k do
-    local deficit = want - tokens[i]
+    local deficit = want - levels[i]
     if deficit > 0 then
       local us = deficit / rates[i] * 1000000
       if us > wait_us then wait_us = us end
     end
   end
-  if blocked_until ~= nil then
+  if blocked_until then
     local us = blocked_until * 1000 - now
     if us > wait_us then wait_us = us end
   end
 end
 local wait_ms = math.ceil(wait_us / 1000)
 
-local result = { str(granted), str(wait_ms), blocked_until and str(blocked_until) or '', str(now) }
+local result = { format('%d', granted), format('%d', wait_ms), blocked_until and format('%d', blocked_until) or '', now_text }
 for i = 1, k do
-  redis.call('HSET', KEYS[i], 'tokens', str(tokens[i]), 'ts', str(now),
-    'rate', ARGV[2 + 2 * i], 'capacity', ARGV[3 + 2 * i])
-  local ttl = math.max(min_ttl, math.ceil(2 * capacities[i] / rates[i]))
-  if blocks[i] ~= nil then
-    ttl = math.max(ttl, math.ceil((blocks[i] - now_ms) / 1000) + 1)
+  local key, state, level = KEYS[i], states[i], levels[i]
+  -- 17 significant digits round-trip every double exactly (tostring keeps only 14); whole numbers take
+  -- the cheaper %d.
+  local level_text
+  if level == floor(level) and level < MAX_EXACT_INTEGER then
+    level_text = format('%d', level)
+  else
+    level_text = format('%.17g', level)
   end
-  redis.call('EXPIRE', KEYS[i], math.min(ttl, MAX_TTL_SECONDS))
-  result[4 + i] = str(tokens[i])
+  local block = blocks and blocks[i]
+  local ttl = math.ceil(2 * capacities[i] / rates[i])
+  if ttl < min_ttl then ttl = min_ttl end
+  if block then
+    local until_block = math.ceil((block - now_ms) / 1000) + 1
+    if until_block > ttl then ttl = until_block end
+  end
+  if ttl > MAX_TTL_SECONDS then ttl = MAX_TTL_SECONDS end
+  local config = ARGV[2 + 2 * i] .. ' ' .. ARGV[3 + 2 * i] .. ' ' .. ARGV[3]
+  -- The TTL is renewed by the first call in each half-TTL epoch of the server clock (and by every call
+  -- while blocked, or when the configuration changed), not by every call: the last renewal is then never
+  -- more than ttl / 2 ago, so the key outlives ttl / 2 >= capacity / rate seconds of idleness, after
+  -- which the bucket would be full anyway, and its expiry loses nothing.
+  local previous = tonumber(state[2])
+  local epoch_us = ttl * 500000
+  if block or state[4] ~= config or not previous or floor(previous / epoch_us) ~= floor(now / epoch_us) then
+    -- config (rate, capacity, minTtlSeconds) is stored for `aqueduct inspect` and to notice changes.
+    redis.call('HSET', key, 'tokens', level_text, 'ts', now_text, 'config', config)
+    redis.call('EXPIRE', key, ttl)
+  else
+    redis.call('HSET', key, 'tokens', level_text, 'ts', now_text) -- the common case
+  end
+  local stale = tonumber(state[3])
+  if stale and stale <= now_ms then
+    redis.call('HDEL', key, 'blocked_until') -- a block that is over: tidy it away
+  end
+  result[4 + i] = level_text
 end
-return result
+return table.concat(result, ' ')

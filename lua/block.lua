@@ -25,9 +25,6 @@
     AQUEDUCT_ARGUMENT minTtlSeconds <message>  minTtlSeconds is not an integer >= 1
 ]]
 
--- Redis 3.2 to 4 need this to write after the non-deterministic TIME; from Redis 5 it is the default.
-redis.replicate_commands()
-
 local MAX_TTL_SECONDS = 2147483647
 
 local function bad(argument, message)

@@ -29,14 +29,17 @@ for i = 1, #KEYS do
   local base = 1 + (i - 1) * 6
   local state = nil
   if redis.call('TYPE', key).ok == 'hash' then
-    state = redis.call('HMGET', key, 'tokens', 'ts', 'rate', 'capacity', 'blocked_until')
+    state = redis.call('HMGET', key, 'tokens', 'ts', 'config', 'blocked_until')
   end
-  local rate = state and tonumber(state[3])
-  local capacity = state and tonumber(state[4])
+  local rate, capacity = nil, nil
+  if state and state[3] then -- config is '<rate> <capacity> <minTtlSeconds>'
+    local rate_text, capacity_text = string.match(state[3], '^(%S+) (%S+)')
+    rate, capacity = tonumber(rate_text), tonumber(capacity_text)
+  end
   if rate == nil or capacity == nil then
     -- A block written before the first acquire carries no rate or capacity yet: report it, level unknown.
-    if state ~= nil and tonumber(state[5]) ~= nil then
-      local block = tonumber(state[5])
+    if state ~= nil and tonumber(state[4]) ~= nil then
+      local block = tonumber(state[4])
       result[base + 1] = '1'
       result[base + 2] = ''
       result[base + 3] = ''
@@ -58,7 +61,7 @@ for i = 1, #KEYS do
       level = level + elapsed * rate / 1000000
     end
     if level > capacity then level = capacity end
-    local block = tonumber(state[5])
+    local block = tonumber(state[4])
     result[base + 1] = '1'
     result[base + 2] = str(level)
     result[base + 3] = str(rate)

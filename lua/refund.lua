@@ -12,8 +12,9 @@
   ARGV[1 + 2i]      rate of KEYS[i] in tokens/s, a finite number > 0 (may be fractional)
   ARGV[2 + 2i]      capacity of KEYS[i], a finite number >= 1
 
-  Hash fields:      writes tokens, ts, rate, capacity; reads blocked_until (for the TTL only)
-  TTL:              as acquire.lua: max(minTtlSeconds, ceil(2 * capacity / rate), until its block ends + 1 s)
+  Hash fields:      writes tokens, ts, config (as acquire.lua); reads blocked_until (for the TTL only)
+  TTL:              as acquire.lua: max(minTtlSeconds, ceil(2 * capacity / rate), until its block ends + 1 s),
+                    always renewed (which keeps acquire.lua's renewal rule sound: ts is a renewal too)
 
   Returns, all as strings: { nowMicros, tokensLeft[1], ..., tokensLeft[k] }
 
@@ -24,9 +25,6 @@
     AQUEDUCT_ARGUMENT rate <message>           a rate is NaN, infinite or <= 0
     AQUEDUCT_ARGUMENT capacity <message>       a capacity is NaN, infinite or < 1
 ]]
-
--- Redis 3.2 to 4 need this to write after the non-deterministic TIME; from Redis 5 it is the default.
-redis.replicate_commands()
 
 local MAX_TTL_SECONDS = 2147483647
 
@@ -75,8 +73,9 @@ end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local now_ms = now / 1000
+local now_text = time[1] .. string.rep('0', 6 - #time[2]) .. time[2]
 
-local result = { str(now) }
+local result = { now_text }
 for i = 1, k do
   local state = redis.call('HMGET', KEYS[i], 'tokens', 'ts', 'blocked_until')
   local capacity = capacities[i]
@@ -91,14 +90,16 @@ for i = 1, k do
   end
   level = level + n
   if level > capacity then level = capacity end
-  redis.call('HSET', KEYS[i], 'tokens', str(level), 'ts', str(now),
-    'rate', ARGV[1 + 2 * i], 'capacity', ARGV[2 + 2 * i])
   local ttl = math.max(min_ttl, math.ceil(2 * capacity / rates[i]))
   local block = tonumber(state[3])
   if block ~= nil and block > now_ms then
     ttl = math.max(ttl, math.ceil((block - now_ms) / 1000) + 1)
   end
-  redis.call('EXPIRE', KEYS[i], math.min(ttl, MAX_TTL_SECONDS))
+  ttl = math.min(ttl, MAX_TTL_SECONDS)
+  -- The same config string as acquire.lua writes (rate, capacity, minTtlSeconds).
+  local config = ARGV[1 + 2 * i] .. ' ' .. ARGV[2 + 2 * i] .. ' ' .. ARGV[2]
+  redis.call('HSET', KEYS[i], 'tokens', str(level), 'ts', now_text, 'config', config)
+  redis.call('EXPIRE', KEYS[i], ttl)
   result[1 + i] = str(level)
 end
 return result

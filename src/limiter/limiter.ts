@@ -197,7 +197,7 @@ export class TokenBucketLimiter {
   async acquire(buckets: BucketSpec[], n: number, options: AcquireOptions = {}): Promise<AcquireResult> {
     const args = this.acquireArgs(buckets, n, options.waitFor);
     try {
-      return this.acquireResult(await this.withTimeout(this.acquireScript(...args), 'acquire'));
+      return this.acquireResult((await this.withTimeout(this.acquireScript(...args), 'acquire')) as string);
     } catch (error) {
       return this.acquireFailed(toLimiterError(error, 'acquire'), buckets, n);
     }
@@ -225,7 +225,7 @@ export class TokenBucketLimiter {
     return requests.map((request, i) => {
       const [error, reply] = replies[i] ?? [new Error('no reply'), null];
       if (error) return this.acquireFailed(toLimiterError(error, 'acquire'), request.buckets, request.n);
-      return this.acquireResult(reply as string[]);
+      return this.acquireResult(reply as string);
     });
   }
 
@@ -237,7 +237,7 @@ export class TokenBucketLimiter {
     const args: Array<string | number> = [keys.length, ...keys, n, this.minTtlSeconds];
     for (const bucket of buckets) args.push(bucket.rate, bucket.capacity);
     try {
-      const reply = await this.withTimeout(this.refundScript(...args), 'refund');
+      const reply = (await this.withTimeout(this.refundScript(...args), 'refund')) as string[];
       return { tokensLeft: reply.slice(1).map(Number), serverTimeUs: Number(reply[0]) };
     } catch (error) {
       throw toLimiterError(error, 'refund');
@@ -264,10 +264,10 @@ export class TokenBucketLimiter {
       );
     }
     try {
-      const reply = await this.withTimeout(
+      const reply = (await this.withTimeout(
         this.blockScript(keys.length, ...keys, retryAfterMs, this.minTtlSeconds),
         'blockUntil',
-      );
+      )) as string[];
       return Math.max(...reply.slice(1).map(Number));
     } catch (error) {
       throw toLimiterError(error, 'blockUntil');
@@ -385,7 +385,9 @@ export class TokenBucketLimiter {
     return args;
   }
 
-  private acquireResult(reply: string[]): AcquireResult {
+  /** Parses acquire.lua's reply: 'granted waitMs blockedUntilMs nowMicros tokensLeft…'. */
+  private acquireResult(text: string): AcquireResult {
+    const reply = text.split(' ');
     const waitMs = Number(reply[1]);
     const tokensLeft = new Array<number>(reply.length - 4);
     for (let i = 4; i < reply.length; i++) tokensLeft[i - 4] = Number(reply[i]);

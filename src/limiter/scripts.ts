@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 
-/** A script call: `numkeys, ...keys, ...argv` in, the script's array of strings out. */
-export type ScriptCall = (...numkeysKeysAndArgv: Array<string | number>) => Promise<string[]>;
+/** A script call: `numkeys, ...keys, ...argv` in, the script's reply out (see each script's header). */
+export type ScriptCall = (...numkeysKeysAndArgv: Array<string | number>) => Promise<unknown>;
 
 /**
  * The limiter's Lua scripts (in `lua/`, each documented by its header) and the ioredis command each is

@@ -47,8 +47,8 @@ describe('key layout', () => {
     expect(limiter.keyOf('layout')).toBe(`${prefix}:{layout}:bucket`);
     expect(limiter.keyOf('layout:tenant:acme')).toBe(`${prefix}:{layout}:bucket:tenant:acme`);
     const global = await redis.client.hgetall(`${prefix}:{layout}:bucket`);
-    expect(Object.keys(global).sort()).toEqual(['capacity', 'rate', 'tokens', 'ts']);
-    expect(global.rate).toBe('2');
+    expect(Object.keys(global).sort()).toEqual(['config', 'tokens', 'ts']);
+    expect(global.config).toBe('2 10 60'); // rate, capacity, minTtlSeconds
     expect(Number(global.tokens)).toBe(8);
     const tenant = await redis.client.hgetall(`${prefix}:{layout}:bucket:tenant:acme`);
     expect(Number(tenant.tokens)).toBe(1);
@@ -127,14 +127,16 @@ describe('acquire', () => {
     expect(twoAndAHalf).toBe(10); // 2.5/s over 4.1 s
   });
 
-  it('returns every level as a string-preserved fraction, not a truncated Lua number', async () => {
+  it('returns levels as decimal text, fractions preserved (not truncated Lua numbers)', async () => {
     const spec: BucketSpec = { name: 'strings', rate: 1000, capacity: 2.75 };
     const result = await limiter.acquire([spec], 2);
     expect(result.tokensLeft[0]).toBeCloseTo(0.75, 9);
     const raw = scriptCall(redis.client, 'acquire');
     const reply = await raw(1, limiter.keyOf('strings'), 0, '', 60, 1000, 2.75);
-    expect(reply.every((field) => typeof field === 'string')).toBe(true);
-    expect(Number(reply[4]) % 1).not.toBe(0);
+    expect(typeof reply).toBe('string');
+    const fields = (reply as string).split(' ');
+    expect(fields).toHaveLength(5);
+    expect(Number(fields[4]) % 1).not.toBe(0);
   });
 });
 
@@ -279,6 +281,30 @@ describe('TTLs', () => {
   });
 });
 
+describe('TTL renewal', () => {
+  it('keeps at least half the TTL on a bucket in use while renewing only once per half-TTL epoch', async () => {
+    const short = new TokenBucketLimiter(redis.client, { keyPrefix: prefix, minTtlSeconds: 2 });
+    const key = short.keyOf('renewal');
+    await short.acquire([{ name: 'renewal', rate: 1000, capacity: 10 }], 1); // defines the scripts
+    const ttls: number[] = [];
+    const start = await redisNowMs(redis.client);
+    while ((await redisNowMs(redis.client)) < start + 3000) {
+      // The script and PTTL in one MULTI: the TTL exactly as the script left it.
+      const multi = redis.client.multi();
+      (
+        multi as unknown as Record<string, (...args: Array<string | number>) => unknown>
+      ).aqueductLimiterAcquire?.(1, key, 1, '', 2, 1000, 10);
+      multi.pttl(key);
+      const replies = await multi.exec();
+      ttls.push(Number(replies?.[1]?.[1]));
+      await sleep(50);
+    }
+    expect(Math.min(...ttls)).toBeGreaterThan(1000); // never below ttl / 2
+    expect(ttls.some((ttl) => ttl < 1900)).toBe(true); // not renewed on every call…
+    expect(ttls.some((ttl, i) => i > 0 && ttl > (ttls[i - 1] as number))).toBe(true); // …but renewed
+  });
+});
+
 describe('argument errors', () => {
   const ok: BucketSpec = { name: 'args', rate: 1, capacity: 1 };
   const cases: Array<[string, () => Promise<unknown>, string]> = [
@@ -370,6 +396,7 @@ describe('with a Redis of its own (flush, outage, pause)', () => {
   beforeAll(async () => {
     local = await LocalRedis.start();
     admin = new Redis(local.url, { maxRetriesPerRequest: 1 });
+    admin.on('error', () => {}); // it reconnects through the outage test
   });
 
   afterAll(async () => {
