@@ -13,7 +13,7 @@ import { prepareBody } from './events.ts';
 import { KafkaUnavailableError } from './kafka-writer.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { openApiDocument } from './openapi.ts';
-import { endRequestTrace, startRequestTrace, tracedPublish } from './tracing.ts';
+import { endRequestTrace, startPublishTrace, startRequestTrace } from './tracing.ts';
 
 /** Where accepted events go: {@link KafkaWriter} in production. */
 export interface EventSink {
@@ -232,9 +232,24 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
     }
 
     try {
-      await tracedPublish(requestTrace, sink.topic, events.length, (traceHeaders) =>
-        sink.write(events.map((event) => ({ key: event.key, value: event.value, headers: traceHeaders }))),
+      const publishTrace = startPublishTrace(
+        requestTrace,
+        sink.topic,
+        events.map((e) => e.event),
       );
+      try {
+        await sink.write(
+          events.map((event, i) => ({
+            key: event.key,
+            value: event.value,
+            headers: publishTrace.headersOf(i),
+          })),
+        );
+        publishTrace.end();
+      } catch (error) {
+        publishTrace.end(error);
+        throw error;
+      }
     } catch (error) {
       if (!(error instanceof KafkaUnavailableError)) throw error;
       // Nothing was accepted, so the tenant is not charged for it.

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../config.ts';
 import { createLogger } from '../log.ts';
+import { startTracing } from '../telemetry/tracing.ts';
 import { hashApiKey } from './api-keys.ts';
 import {
   type GatewayConfig,
@@ -58,6 +59,7 @@ export function registerServeCommand(program: Command): void {
 export async function runGateway(config: GatewayConfig): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL, 'aqueduct-gateway');
   logger.info({ config: redactGatewayConfig(config) }, 'starting gateway');
+  const tracing = await startTracing('aqueduct-gateway', { logger });
   let gateway: Awaited<ReturnType<typeof startGateway>>;
   try {
     gateway = await startGateway(config, { logger });
@@ -78,6 +80,8 @@ export async function runGateway(config: GatewayConfig): Promise<void> {
     process.exit(1);
   }, config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS).unref();
   await gateway.close();
+  // After the requests in flight: their spans end as they finish; shutdown exports them.
+  await tracing.shutdown();
   clearTimeout(hardStop);
   logger.info('stopped');
 }

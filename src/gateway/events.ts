@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describeIssues } from '../events/decode.ts';
-import { EVENT_LIMITS, notificationEventSchema } from '../events/event.ts';
+import { EVENT_LIMITS, type NotificationEvent, notificationEventSchema } from '../events/event.ts';
 import { messageKey } from '../publish/publisher.ts';
 
 /**
@@ -19,6 +19,8 @@ export interface PreparedEvent {
   key: string;
   /** The message value: the validated event's JSON. */
   value: string;
+  /** The event as validated (defaults applied), for span attributes. */
+  event: NotificationEvent;
 }
 
 /** Why a body was refused; `status` is the HTTP answer. */
@@ -130,7 +132,7 @@ export function prepareBody(body: unknown, options: PrepareOptions): PreparedBod
         `${where(index) || '(event)'}: ${bytes} bytes as JSON, limit ${maxEventBytes}`,
       );
     }
-    events.push({ id, key: messageKey(parsed.data), value });
+    events.push({ id, key: messageKey(parsed.data), value, event: parsed.data });
   }
   return { ok: true, events, batch };
 }

@@ -1,6 +1,5 @@
 import {
   type Context,
-  context,
   isSpanContextValid,
   propagation,
   ROOT_CONTEXT,
@@ -11,17 +10,18 @@ import {
   TraceFlags,
   trace,
 } from '@opentelemetry/api';
+import type { EventLike } from '../telemetry/attributes.ts';
+import { startProducerSpan } from '../telemetry/producer-tracing.ts';
+import { isTracingEnabled } from '../telemetry/tracing.ts';
 
 /**
- * The gateway's tracing, kept in this one module so that it can move onto the project's telemetry setup
- * unchanged: spans go through `@opentelemetry/api` (no-ops until an SDK is registered), and the W3C
- * trace context of the request is continued into the Kafka headers of every event it wrote, so a trace
- * starts at the caller and runs on through the consumer.
+ * The gateway's tracing, all in this module: a SERVER span per ingest request that continues the
+ * caller's W3C `traceparent`, and the trace context of every event it writes in the event's Kafka
+ * headers, so that a trace starts at the caller and runs on through the consumer to the provider.
  *
- * Propagation uses the globally registered propagator when there is one; otherwise the small W3C
- * `traceparent`/`tracestate` propagator below (the API package ships none). Without an SDK the spans
- * are non-recording and carry the caller's span context, so the caller's `traceparent` reaches Kafka as
- * it came; with an SDK the gateway's own spans sit in between.
+ * With tracing on (`startTracing`, OTEL_* variables) the SDK's propagator and the project's PRODUCER
+ * spans are used. With tracing off no span records anything, and the small W3C propagator below
+ * (`@opentelemetry/api` ships none) carries the caller's `traceparent` through unchanged.
  */
 
 const TRACER = 'aqueduct-gateway';
@@ -91,43 +91,42 @@ export function startRequestTrace(headers: HeaderBag, attributes: Record<string,
   return { span, context: trace.setSpan(parent, span) };
 }
 
+/** The trace context of each message of one Kafka write, and how to close its spans. */
+export interface PublishTrace {
+  /** Kafka headers of the i-th event. */
+  headersOf(index: number): Record<string, string>;
+  /** The write was acknowledged, or failed with `error`. */
+  end(error?: unknown): void;
+}
+
 /**
- * Runs a Kafka write inside a producer span and gives it the headers that carry that span's context,
- * which every message of the write gets.
+ * The trace context of the messages a request writes. With tracing on, every event gets a PRODUCER
+ * span (`send <topic>`, the project's {@link startProducerSpan}, as `aqueduct publish` makes them) under
+ * the request's span, and its headers carry that span: the consumer's CONSUMER span of the event hangs
+ * below it. With tracing off, no span is made and every message carries the caller's own
+ * `traceparent`, so a consumer that traces still joins the caller's trace.
  */
-export async function tracedPublish<T>(
+export function startPublishTrace(
   parent: RequestTrace,
   topic: string,
-  events: number,
-  write: (headers: Record<string, string>) => Promise<T>,
-): Promise<T> {
-  const span = trace.getTracer(TRACER).startSpan(
-    `publish ${topic}`,
-    {
-      kind: SpanKind.PRODUCER,
-      attributes: {
-        'messaging.system': 'kafka',
-        'messaging.operation.type': 'publish',
-        'messaging.destination.name': topic,
-        'messaging.batch.message_count': events,
+  events: readonly EventLike[],
+): PublishTrace {
+  if (!isTracingEnabled()) {
+    const headers: Record<string, string> = {};
+    activePropagator().inject(parent.context, headers, {
+      set: (carrier, key, value) => {
+        carrier[key] = value;
       },
-    },
-    parent.context,
-  );
-  const headers: Record<string, string> = {};
-  activePropagator().inject(trace.setSpan(parent.context, span), headers, {
-    set: (carrier, key, value) => {
-      carrier[key] = value;
-    },
-  });
-  try {
-    return await context.with(trace.setSpan(parent.context, span), () => write(headers));
-  } catch (error) {
-    span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
-    throw error;
-  } finally {
-    span.end();
+    });
+    return { headersOf: () => headers, end: () => {} };
   }
+  const spans = events.map((event) => startProducerSpan(topic, event, parent.context));
+  return {
+    headersOf: (index) => spans[index]?.headers ?? {},
+    end: (error) => {
+      for (const span of spans) span.end(error);
+    },
+  };
 }
 
 /** Ends a request span with its HTTP status. */
