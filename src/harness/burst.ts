@@ -12,10 +12,11 @@ import { TokenBucketLimiter } from '../limiter/index.ts';
 import { generateEvents } from '../publish/generate.ts';
 import { publishEvents } from '../publish/publisher.ts';
 import type { SimulatorFaults } from '../simulators/shared.ts';
-import { type ConsumerProcess, spawnConsumer } from './fleet.ts';
+import { type ConsumerProcess, consumerCrashes, fleetEnv, spawnConsumer } from './fleet.ts';
+import { outcomesSoFar } from './ledger.ts';
 import { commandStats, roundTripsBetween } from './redis-stats.ts';
 import { startSimulators } from './simulators.ts';
-import { countMessages, eventIdOf, readTopic } from './topics.ts';
+import { eventIdOf, readTopic } from './topics.ts';
 
 /** Options of {@link runBurst}. */
 export interface BurstOptions {
@@ -128,22 +129,16 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     }
 
     const statsBefore = await commandStats(redis);
-    const env: Record<string, string> = {
-      KAFKA_BROKERS: options.kafkaBrokers.join(','),
-      REDIS_URL: options.redisUrl,
-      AQUEDUCT_TOPIC: topic,
-      AQUEDUCT_GROUP_ID: `${topic}-group`,
-      AQUEDUCT_REDIS_PREFIX: `aq-${runId}`,
-      AQUEDUCT_FCM_RATE: String(options.aqueduct.rate),
-      AQUEDUCT_FCM_BURST: String(options.aqueduct.burst),
-      AQUEDUCT_APNS_RATE: String(options.aqueduct.rate),
-      AQUEDUCT_APNS_BURST: String(options.aqueduct.burst),
-      AQUEDUCT_LIMITER_ENABLED: String(options.limiter),
-      AQUEDUCT_RETRY_BASE_MS: '100',
-      LOG_LEVEL: 'info',
-      ...simulators.env,
-      ...options.env,
-    };
+    const env = fleetEnv({
+      kafkaBrokers: options.kafkaBrokers,
+      redisUrl: options.redisUrl,
+      topic,
+      redisPrefix: `aq-${runId}`,
+      aqueduct: options.aqueduct,
+      limiter: options.limiter,
+      simulatorEnv: simulators.env,
+      ...(options.env ? { extra: options.env } : {}),
+    });
     const started = Date.now();
     for (let i = 0; i < options.consumers; i++) {
       consumers.push(
@@ -159,12 +154,11 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     const throttleSamples: Array<{ at: number; total: number }> = [];
     for (;;) {
       await sleep(1000);
-      const [deadLettered, invalidTokens, retried] = await Promise.all([
-        countMessages(kafka, topics.deadLetter),
-        countMessages(kafka, topics.invalidTokens),
-        countMessages(kafka, topics.retry),
-      ]);
-      const delivered = simulators.accepted().ids.size;
+      const { delivered, deadLettered, invalidTokens, retried } = await outcomesSoFar(
+        kafka,
+        topics,
+        simulators,
+      );
       const now = Date.now();
       const throttledTotal = simulators.fcm.stats().throttled + simulators.apns.stats().throttled;
       throttleSamples.push({ at: now, total: throttledTotal });
@@ -239,7 +233,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       redisCallsPerPush: round(redisCalls / Math.max(1, accepted.ids.size), 4),
       perProvider,
       timeline: timeline(simulators, started, throttleSamples),
-      consumerCrashes: consumers.filter((c) => c.child.exitCode !== 0 && c.child.exitCode !== null).length,
+      consumerCrashes: consumerCrashes(consumers),
       retryReasons: countBy(retry.map((m) => headerString(m.headers, HEADER.reason) ?? 'unknown')),
     };
   } finally {

@@ -12,6 +12,8 @@ export interface ConsumerProcess {
   readonly logs: Array<Record<string, unknown>>;
   /** Resolves with the exit code (or signal) when it is gone. */
   readonly exited: Promise<number | string>;
+  /** What ended it: `stop` or `kill` when this side asked, `self` when it exited on its own; undefined while it runs. */
+  readonly ended: 'stop' | 'kill' | 'self' | undefined;
   /** Resolves when its log says it joined the group. */
   joined(): Promise<void>;
   /** SIGTERM and wait for the exit. */
@@ -56,9 +58,12 @@ export function spawnConsumer(name: string, env: Record<string, string>, logFile
   };
   child.stdout?.on('data', onData);
   child.stderr?.on('data', onData);
+  let asked: 'stop' | 'kill' | undefined;
+  let ended: 'stop' | 'kill' | 'self' | undefined;
   const exited = new Promise<number | string>((resolve) => {
     child.once('exit', (code, signal) => {
       file?.end();
+      ended = asked ?? 'self';
       resolve(code ?? signal ?? 'unknown');
     });
   });
@@ -70,14 +75,64 @@ export function spawnConsumer(name: string, env: Record<string, string>, logFile
     child,
     logs,
     exited,
+    get ended() {
+      return ended;
+    },
     joined: () => joinedPromise,
     stop: () => {
+      asked ??= 'stop';
       child.kill('SIGTERM');
       return exited;
     },
     kill: () => {
+      asked ??= 'kill';
       child.kill('SIGKILL');
       return exited;
     },
+  };
+}
+
+/**
+ * Consumers that failed on their own: exited without being asked, or asked to stop (SIGTERM) and
+ * exited with a non-zero code. One killed on purpose (`kill`, a fault injected) is not a crash.
+ */
+export function consumerCrashes(consumers: readonly ConsumerProcess[]): number {
+  return consumers.filter((c) => c.ended === 'self' || (c.ended === 'stop' && c.child.exitCode !== 0)).length;
+}
+
+/** Options of {@link fleetEnv}. */
+export interface FleetEnvOptions {
+  kafkaBrokers: readonly string[];
+  redisUrl: string;
+  topic: string;
+  /** Prefix of the run's Redis keys (buckets and done-marks). */
+  redisPrefix: string;
+  /** Aqueduct's bucket, per provider. */
+  aqueduct: { rate: number; burst: number };
+  /** false: the limiter is disabled (the fire-and-forget baseline). Default true. */
+  limiter?: boolean;
+  /** The simulators' environment (endpoints, CA files). */
+  simulatorEnv: Record<string, string>;
+  /** Anything else, last (wins). */
+  extra?: Record<string, string>;
+}
+
+/** The environment of a run's `aqueduct consume` processes. */
+export function fleetEnv(options: FleetEnvOptions): Record<string, string> {
+  return {
+    KAFKA_BROKERS: options.kafkaBrokers.join(','),
+    REDIS_URL: options.redisUrl,
+    AQUEDUCT_TOPIC: options.topic,
+    AQUEDUCT_GROUP_ID: `${options.topic}-group`,
+    AQUEDUCT_REDIS_PREFIX: options.redisPrefix,
+    AQUEDUCT_FCM_RATE: String(options.aqueduct.rate),
+    AQUEDUCT_FCM_BURST: String(options.aqueduct.burst),
+    AQUEDUCT_APNS_RATE: String(options.aqueduct.rate),
+    AQUEDUCT_APNS_BURST: String(options.aqueduct.burst),
+    AQUEDUCT_LIMITER_ENABLED: String(options.limiter ?? true),
+    AQUEDUCT_RETRY_BASE_MS: '100',
+    LOG_LEVEL: 'info',
+    ...options.simulatorEnv,
+    ...options.extra,
   };
 }

@@ -1,29 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Kafka, KafkaMessage } from 'kafkajs';
-import { type Topics, topicsOf } from '../config.ts';
-import { ensureTopics } from '../kafka/topics.ts';
 
 /** A message as read back, with the partition it was read from. */
 export type TopicMessage = KafkaMessage & { partition: number };
-
-/** Creates a run's topic and its retry, dead-letter and invalid-token topics, all with `partitions`. */
-export async function createRunTopics(kafka: Kafka, topic: string, partitions: number): Promise<Topics> {
-  const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    await ensureTopics(
-      admin,
-      [topics.main, topics.retry, topics.deadLetter, topics.invalidTokens].map((t) => ({
-        topic: t,
-        numPartitions: partitions,
-      })),
-    );
-  } finally {
-    await admin.disconnect();
-  }
-  return topics;
-}
 
 /** How many messages a topic holds (high watermark minus low, over its partitions). */
 export async function countMessages(kafka: Kafka, topic: string): Promise<number> {

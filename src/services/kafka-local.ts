@@ -27,6 +27,16 @@ export interface LocalKafkaOptions {
   heapMb?: number;
   /** Extra `server.properties` entries, e.g. for a SASL listener. */
   properties?: Record<string, string>;
+  /**
+   * SCRAM credentials written into the metadata log when the storage is formatted (KRaft has no
+   * ZooKeeper to hold them; `kafka-storage format --add-scram`), for a SASL/SCRAM listener in
+   * `properties`. Ignored when `dataDir` was formatted before.
+   */
+  scramUsers?: ReadonlyArray<{
+    mechanism: 'SCRAM-SHA-256' | 'SCRAM-SHA-512';
+    username: string;
+    password: string;
+  }>;
   /** How long to wait for the broker to answer a metadata request. Default 90 s. */
   readyTimeoutMs?: number;
   /** Progress messages ("fetching Kafka jars…"). Default: silent. */
@@ -41,19 +51,23 @@ export interface LocalKafkaOptions {
 export class LocalKafka {
   readonly brokers: string[];
   readonly logFile: string;
-  private readonly process: TiedProcess;
+  private process: TiedProcess;
   private readonly ownedDataDir: string | undefined;
+  /** How the broker process is started, kept to start it again in {@link LocalKafka.resume}. */
+  private readonly launch: { java: string; args: string[]; readyTimeoutMs: number };
 
   private constructor(
     brokers: string[],
     logFile: string,
     process: TiedProcess,
     ownedDataDir: string | undefined,
+    launch: { java: string; args: string[]; readyTimeoutMs: number },
   ) {
     this.brokers = brokers;
     this.logFile = logFile;
     this.process = process;
     this.ownedDataDir = ownedDataDir;
+    this.launch = launch;
   }
 
   static async start(options: LocalKafkaOptions = {}): Promise<LocalKafka> {
@@ -103,13 +117,19 @@ export class LocalKafka {
         kafkaClusterId(),
         '-c',
         configFile,
+        ...(options.scramUsers ?? []).flatMap((u) => [
+          '--add-scram',
+          `${u.mechanism}=[name=${u.username},password=${u.password}]`,
+        ]),
       ]);
     }
-    const proc = spawnTied(java, [...jvm, 'kafka.Kafka', configFile], logFile);
+    const args = [...jvm, 'kafka.Kafka', configFile];
+    const proc = spawnTied(java, args, logFile);
     const brokers = [`127.0.0.1:${port}`];
-    const kafka = new LocalKafka(brokers, logFile, proc, ownedDataDir);
+    const readyTimeoutMs = options.readyTimeoutMs ?? 90_000;
+    const kafka = new LocalKafka(brokers, logFile, proc, ownedDataDir, { java, args, readyTimeoutMs });
     try {
-      await kafka.waitUntilReady(options.readyTimeoutMs ?? 90_000);
+      await kafka.waitUntilReady(readyTimeoutMs);
     } catch (error) {
       await kafka.stop();
       throw error;
@@ -167,6 +187,26 @@ export class LocalKafka {
   /** Kills the broker at once (no controlled shutdown): for fault-injection runs. */
   async kill(): Promise<void> {
     await this.process.stop(0);
+  }
+
+  /**
+   * Stops the broker process (controlled shutdown; `kill: true` for none) and keeps its data, so that
+   * {@link LocalKafka.resume} brings the same broker back: fault-injection runs.
+   */
+  async halt(options: { kill?: boolean } = {}): Promise<void> {
+    await this.process.stop(options.kill ? 0 : 20_000);
+  }
+
+  /** Starts a halted broker again on the same ports and data and waits until it answers. */
+  async resume(): Promise<void> {
+    if (this.process.isRunning()) return;
+    this.process = spawnTied(this.launch.java, this.launch.args, this.logFile);
+    await this.waitUntilReady(this.launch.readyTimeoutMs);
+  }
+
+  /** True while the broker process runs. */
+  get running(): boolean {
+    return this.process.isRunning();
   }
 }
 
