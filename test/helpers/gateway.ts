@@ -1,4 +1,6 @@
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import type { Kafka } from 'kafkajs';
 import { inject } from 'vitest';
@@ -102,5 +104,66 @@ export function sampleEvent(token: string, extra: Record<string, unknown> = {}):
     token,
     notification: { title: 'Order shipped', body: `Parcel for ${token.slice(0, 4)} is on its way` },
     ...extra,
+  };
+}
+
+/** An `aqueduct serve` process started by a test. */
+export interface GatewayProcess {
+  url: string;
+  /** Every JSON log line it printed so far. */
+  logs: Array<Record<string, unknown>>;
+  /** SIGTERM, and the exit code once it is gone. */
+  stop(): Promise<number | string>;
+}
+
+const CLI = fileURLToPath(new URL('../../bin/aqueduct.js', import.meta.url));
+
+/** Spawns `node bin/aqueduct.js serve` on a free port and waits until it listens. */
+export async function spawnGateway(env: Record<string, string>): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [CLI, 'serve'], {
+    env: { ...process.env, AQUEDUCT_GATEWAY_PORT: '0', AQUEDUCT_GATEWAY_HOST: '127.0.0.1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const ensureGone = () => child.kill('SIGKILL');
+  process.once('exit', ensureGone);
+  const exited = new Promise<number | string>((resolve) => {
+    child.once('exit', (code, signal) => {
+      process.removeListener('exit', ensureGone);
+      resolve(code ?? signal ?? 'unknown');
+    });
+  });
+  const logs: Array<Record<string, unknown>> = [];
+  let output = '';
+  const url = new Promise<string>((resolve, reject) => {
+    let buffer = '';
+    const onData = (chunk: Buffer) => {
+      buffer += chunk.toString('utf8');
+      output = `${output}${chunk.toString('utf8')}`.slice(-4000);
+      for (let newline = buffer.indexOf('\n'); newline >= 0; newline = buffer.indexOf('\n')) {
+        const line = buffer.slice(0, newline);
+        buffer = buffer.slice(newline + 1);
+        if (!line.startsWith('{')) continue;
+        try {
+          const entry = JSON.parse(line) as Record<string, unknown>;
+          logs.push(entry);
+          if (entry.msg === 'gateway listening') resolve(String(entry.url));
+        } catch {
+          // not a log line
+        }
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    void exited.then((code) =>
+      reject(new Error(`aqueduct serve exited (${code}) before listening:\n${output}`)),
+    );
+  });
+  return {
+    url: await url,
+    logs,
+    stop: () => {
+      child.kill('SIGTERM');
+      return exited;
+    },
   };
 }
