@@ -8,6 +8,7 @@ import {
   type ScriptPipeline,
   scriptCall,
 } from './scripts.ts';
+import { CallTimeouts } from './timeouts.ts';
 
 /** One token bucket a call draws from. */
 export interface BucketSpec {
@@ -137,6 +138,7 @@ export class TokenBucketLimiter {
   private readonly redis: Redis;
   private readonly minTtlSeconds: number;
   private readonly timeoutMs: number;
+  private readonly timeouts: CallTimeouts | undefined;
   private readonly timerSlackMs: number;
   private readonly onFailOpen: ((error: LimiterUnavailableError) => void) | undefined;
   private readonly acquireScript: ScriptCall;
@@ -169,6 +171,7 @@ export class TokenBucketLimiter {
         `timeoutMs must be a number of ms in [0, 2^31 - 1], got ${this.timeoutMs}`,
       );
     }
+    this.timeouts = this.timeoutMs > 0 ? new CallTimeouts(this.timeoutMs) : undefined;
     this.timerSlackMs = options.timerSlackMs ?? DEFAULTS.timerSlackMs;
     if (!(this.timerSlackMs >= 0 && Number.isFinite(this.timerSlackMs))) {
       throw new LimiterArgumentError(
@@ -419,23 +422,11 @@ export class TokenBucketLimiter {
   }
 
   private withTimeout<T>(promise: Promise<T>, operation: LimiterUnavailableError['operation']): Promise<T> {
-    if (this.timeoutMs === 0) return promise;
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new LimiterUnavailableError(operation, `no reply within ${this.timeoutMs} ms`)),
-        this.timeoutMs,
-      );
-      promise.then(
-        (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      );
-    });
+    if (!this.timeouts) return promise;
+    return this.timeouts.track(
+      promise,
+      () => new LimiterUnavailableError(operation, `no reply within ${this.timeoutMs} ms`),
+    );
   }
 }
 
