@@ -21,6 +21,8 @@ export interface BatchProcessorOptions {
   retryBaseMs: number;
   /** Most pushes started in one step of a batch. */
   maxPerStep: number;
+  /** Go on without the dedupe check when Redis is unreachable (AQUEDUCT_LIMITER_FAILURE_POLICY=open). */
+  failOpen: boolean;
 }
 
 /** Everything the processor works with. */
@@ -34,6 +36,11 @@ export interface BatchProcessorDeps {
   pause: (topic: string, partition: number) => void;
   resume: (topic: string, partition: number) => void;
   observer: PipelineObserver;
+}
+
+/** kafkajs marks its own errors by name (KafkaJSError and subclasses). */
+function isKafkaJsError(error: unknown): boolean {
+  return error instanceof Error && error.name.startsWith('KafkaJS');
 }
 
 /** What one step of a batch did. */
@@ -70,19 +77,29 @@ export class BatchProcessor {
     const items = batch.messages.map((message) =>
       state.item(message, (m) => this.toItem(batch.topic, batch.partition, m)),
     );
-    await this.dedupe(state, items);
-
-    while (payload.isRunning() && !payload.isStale()) {
-      const open = items.filter((item) => !state.isSettled(item.offset));
-      if (open.length === 0) break;
-      const step = await this.step(state, open);
-      this.resolvePrefix(state, items, payload.resolveOffset);
-      await payload.commitOffsetsIfNecessary();
-      await payload.heartbeat();
-      if (step.finished === 0) {
-        this.pauseUntilReady(state, open, step.starved);
-        break;
+    try {
+      await this.dedupe(state, items);
+      while (payload.isRunning() && !payload.isStale()) {
+        const open = items.filter((item) => !state.isSettled(item.offset));
+        if (open.length === 0) break;
+        const step = await this.step(state, open);
+        this.resolvePrefix(state, items, payload.resolveOffset);
+        await payload.commitOffsetsIfNecessary();
+        await payload.heartbeat();
+        if (step.finished === 0) {
+          this.pauseUntilReady(state, open, step.starved);
+          break;
+        }
       }
+      state.failures = 0;
+    } catch (error) {
+      // kafkajs' own errors (a rebalance, a lost coordinator) are its to handle. Anything else (Redis
+      // unreachable, an outcome topic that cannot be written) must not kill the consumer: what is not
+      // recorded stays unresolved, and the partition is paused and read again after a back-off.
+      if (isKafkaJsError(error)) throw error;
+      this.deps.observer.stepFailed?.(error, batch.topic, batch.partition);
+      this.resolvePrefix(state, items, payload.resolveOffset);
+      this.pauseForBackoff(state);
     }
     this.deps.observer.batchDone?.(batch, items.filter((item) => !state.isSettled(item.offset)).length);
   }
@@ -123,11 +140,22 @@ export class BatchProcessor {
     return item;
   }
 
-  /** One Redis call for the messages this partition has not checked yet. */
+  /**
+   * One Redis call for the messages this partition has not checked yet. When Redis cannot answer, the
+   * failure policy decides: `closed` (the default) throws, so the partition waits; `open` goes on
+   * without the check, accepting a duplicate push for an event that is being redelivered right then.
+   */
   private async dedupe(state: PartitionState, items: Item[]): Promise<void> {
     const fresh = items.filter((item) => BigInt(item.offset) > state.checkedThrough);
     if (fresh.length === 0) return;
-    const done = await this.deps.doneStore.check([...new Set(fresh.map((item) => item.dedupeKey))]);
+    let done: Map<string, string>;
+    try {
+      done = await this.deps.doneStore.check([...new Set(fresh.map((item) => item.dedupeKey))]);
+    } catch (error) {
+      if (!this.options.failOpen) throw error;
+      this.deps.observer.markFailed?.(error, fresh.length);
+      done = new Map();
+    }
     for (const item of fresh) {
       const outcome = done.get(item.dedupeKey);
       if (outcome !== undefined) item.alreadyDone = outcome;
@@ -253,8 +281,15 @@ export class BatchProcessor {
     }
 
     // The outcome is recorded only once its record is on its topic and its mark is in Redis.
-    await this.deps.outcomes.write(records);
-    await this.deps.doneStore.mark(marks);
+    // Deliveries are remembered first (in this process at once, in Redis in the same tick): if writing
+    // the other records fails, a re-read must not push them again. Records are the outcome of the rest,
+    // so those are marked done only once their records are on the topics.
+    const delivered = marks.filter((mark) => mark.outcome === 'delivered');
+    const recorded = marks.filter((mark) => mark.outcome !== 'delivered');
+    await Promise.all([
+      this.markDone(delivered),
+      this.deps.outcomes.write(records).then(() => this.markDone(recorded)),
+    ]);
     for (const item of finished) state.finished.add(item.offset);
     this.deps.observer.settled?.(finished, state.topic, state.partition);
     return { finished: finished.length, starved };
@@ -303,6 +338,37 @@ export class BatchProcessor {
     if (retryAfterMs !== undefined) return retryAfterMs;
     const base = this.options.retryBaseMs * 2 ** (attempt - 1);
     return Math.round(base * (0.75 + Math.random() * 0.5));
+  }
+
+  /**
+   * Done-marks are the dedupe memory, not the outcome itself: when Redis cannot take them the events
+   * are still finished (the outcome happened, and the offset commit keeps them from being read again);
+   * only a crash before that commit could then repeat them. The failure is reported, not thrown.
+   */
+  private async markDone(marks: ReadonlyArray<{ id: string; outcome: FinalOutcome }>): Promise<void> {
+    try {
+      await this.deps.doneStore.mark(marks);
+    } catch (error) {
+      this.deps.observer.markFailed?.(error, marks.length);
+    }
+  }
+
+  /** Pauses a partition whose step failed; each failure in a row doubles the wait, up to 10 s. */
+  private pauseForBackoff(state: PartitionState): void {
+    if (state.cancelResume) return;
+    state.failures++;
+    const delay = Math.min(10_000, 500 * 2 ** (state.failures - 1));
+    const timer = setTimeout(() => {
+      if (this.partitions.get(state.key) !== state || !state.cancelResume) return;
+      state.cancelResume = undefined;
+      this.deps.resume(state.topic, state.partition);
+    }, delay);
+    state.cancelResume = () => {
+      clearTimeout(timer);
+      state.cancelResume = undefined;
+    };
+    state.pausedAt = Date.now();
+    this.deps.pause(state.topic, state.partition);
   }
 
   /** Resolves offsets up to the first one that is not finished: nothing after a gap is committed. */

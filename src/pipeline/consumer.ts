@@ -73,6 +73,7 @@ export class NotificationConsumer {
         maxAttempts: config.AQUEDUCT_MAX_ATTEMPTS,
         retryBaseMs: config.AQUEDUCT_RETRY_BASE_MS,
         maxPerStep: Math.max(config.AQUEDUCT_SEND_CONCURRENCY * 8, 500),
+        failOpen: config.AQUEDUCT_LIMITER_FAILURE_POLICY === 'open',
       },
     );
   }
@@ -159,7 +160,9 @@ export class NotificationConsumer {
         const rate = this.config.AQUEDUCT_TENANT_RATE ?? provider.rate;
         buckets.push({ name: key, rate, capacity: this.config.AQUEDUCT_TENANT_BURST ?? Math.ceil(rate) });
       }
-      const chunk = this.config.AQUEDUCT_ACQUIRE_CHUNK ?? Math.ceil(provider.rate / 4);
+      // A quarter second of the provider's rate, but never under a hundred tokens: at saturation Redis
+      // then sees about one call per hundred pushes (the pool clamps it to the bucket's capacity).
+      const chunk = this.config.AQUEDUCT_ACQUIRE_CHUNK ?? Math.max(100, Math.ceil(provider.rate / 4));
       pool = new TokenPool(this.deps.tokenSource, buckets, {
         chunk,
         onError: (error) => {
@@ -217,5 +220,28 @@ export function errorSummary(error: unknown): Record<string, unknown> {
     name: error.name,
     message: error.message,
     ...('retriable' in error ? { retriable: (error as { retriable: unknown }).retriable } : {}),
+  };
+}
+
+/**
+ * Logs the pipeline's failures (Redis or an outcome topic unavailable), at most one line per kind every
+ * five seconds with the count in between: a Redis outage must not turn into thousands of log lines.
+ */
+export function failureLogger(logger: Logger): Pick<PipelineObserver, 'stepFailed' | 'markFailed'> {
+  const last = new Map<string, { at: number; suppressed: number }>();
+  const log = (kind: string, error: unknown, fields: Record<string, unknown>) => {
+    const now = Date.now();
+    const seen = last.get(kind);
+    if (seen && now - seen.at < 5000) {
+      seen.suppressed++;
+      return;
+    }
+    last.set(kind, { at: now, suppressed: 0 });
+    logger.warn({ err: errorSummary(error), ...fields, suppressed: seen?.suppressed ?? 0 }, kind);
+  };
+  return {
+    stepFailed: (error, topic, partition) =>
+      log('batch step failed; partition paused for a back-off', error, { topic, partition }),
+    markFailed: (error, count) => log('dedupe marks unavailable', error, { count }),
   };
 }

@@ -59,6 +59,10 @@ export interface PipelineObserver {
   /** A pool of this process took tokens from the shared bucket (one Redis call). */
   poolAcquired?(buckets: readonly PoolBucket[], acquire: PoolAcquire): void;
   limiterError?(error: unknown): void;
+  /** A batch step failed for a reason other than Kafka's own (Redis down, a topic not writable). */
+  stepFailed?(error: unknown, topic: string, partition: number): void;
+  /** Done-marks could not be written (the events are finished all the same). */
+  markFailed?(error: unknown, count: number): void;
 }
 
 export const noopObserver: PipelineObserver = {

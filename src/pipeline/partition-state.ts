@@ -37,6 +37,8 @@ export class PartitionState {
   /** Set while the consumer holds the partition paused; cancels the scheduled resume. */
   cancelResume: (() => void) | undefined;
   pausedAt = 0;
+  /** Failed steps in a row (Redis or Kafka unavailable), for the back-off. */
+  failures = 0;
 
   constructor(topic: string, partition: number) {
     this.topic = topic;

@@ -17,6 +17,8 @@ const NOTIFY_HOOKS: readonly NotifyHook[] = [
   'resumed',
   'poolAcquired',
   'limiterError',
+  'stepFailed',
+  'markFailed',
 ];
 
 /**
