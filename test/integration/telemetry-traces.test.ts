@@ -30,13 +30,18 @@ afterEach(async () => {
   rig = undefined;
 });
 
-async function startTracingInMemory(): Promise<InMemorySpanExporter> {
+/** Tracing into memory; `finished()` waits for the exports in flight, then lists every span. */
+async function startTracingInMemory(): Promise<{ finished(): Promise<ReadableSpan[]> }> {
   const memory = new InMemorySpanExporter();
-  tracing = await startTracing('aqueduct-test', {
-    spanProcessors: [new SimpleSpanProcessor({ exporter: memory })],
-  });
+  const processor = new SimpleSpanProcessor({ exporter: memory });
+  tracing = await startTracing('aqueduct-test', { spanProcessors: [processor] });
   expect(tracing.enabled).toBe(true);
-  return memory;
+  return {
+    async finished() {
+      await processor.forceFlush();
+      return memory.getFinishedSpans();
+    },
+  };
 }
 
 /** Log lines of the in-process consumer, kept for the scan. */
@@ -115,7 +120,7 @@ describe('tracing an event from publish to provider answer (in-memory exporter)'
     await rig.settle(events.map((e) => e.id));
     await app.stop();
     app = undefined;
-    const spans = memory.getFinishedSpans();
+    const spans = await memory.finished();
 
     for (const event of events) {
       const producer = spans.find(
@@ -212,7 +217,7 @@ describe('tracing an event from publish to provider answer (in-memory exporter)'
     await app.stop();
     app = undefined;
 
-    const acquires = memory.getFinishedSpans().filter((s) => s.name === 'acquire tokens');
+    const acquires = (await memory.finished()).filter((s) => s.name === 'acquire tokens');
     expect(acquires.length).toBe(events.length);
     const waited = acquires.filter((s) => s.events.some((e) => e.name === 'partition paused'));
     expect(waited.length).toBeGreaterThan(0);

@@ -1,0 +1,201 @@
+import { Writable } from 'node:stream';
+import { trace } from '@opentelemetry/api';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.ts';
+import type { PipelineObserver } from '../../src/pipeline/observer.ts';
+import { extractTraceContext, injectTraceContext } from '../../src/telemetry/kafka-context.ts';
+import { combineObservers } from '../../src/telemetry/observers.ts';
+import {
+  isTracingEnabled,
+  startTracing,
+  type Tracing,
+  tracingConfigured,
+} from '../../src/telemetry/tracing.ts';
+
+let tracing: Tracing | undefined;
+afterEach(async () => {
+  await tracing?.shutdown();
+  tracing = undefined;
+});
+
+function capture(): { lines: () => Array<Record<string, unknown>>; stream: Writable } {
+  const chunks: string[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      chunks.push(chunk.toString('utf8'));
+      done();
+    },
+  });
+  return {
+    stream,
+    lines: () =>
+      chunks
+        .join('')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as Record<string, unknown>),
+  };
+}
+
+describe('when tracing is on', () => {
+  it('is on only when OTEL_* names somewhere to send spans', () => {
+    expect(tracingConfigured({})).toBe(false);
+    expect(tracingConfigured({ OTEL_SERVICE_NAME: 'x', OTEL_TRACES_SAMPLER: 'always_on' })).toBe(false);
+    expect(tracingConfigured({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' })).toBe(false);
+    expect(tracingConfigured({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe(true);
+    expect(tracingConfigured({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/v1/traces' })).toBe(true);
+    expect(tracingConfigured({ OTEL_TRACES_EXPORTER: 'console' })).toBe(true);
+    expect(tracingConfigured({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c' })).toBe(
+      false,
+    );
+    expect(tracingConfigured({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c' })).toBe(
+      false,
+    );
+  });
+
+  it('starts nothing when not configured, and starts, restarts and stops when given span processors', async () => {
+    const off = await startTracing('aqueduct-test', { env: {} });
+    expect(off.enabled).toBe(false);
+    expect(isTracingEnabled()).toBe(false);
+    expect(
+      injectTraceContext(
+        {},
+        trace.setSpan(
+          extractTraceContext(undefined),
+          trace.wrapSpanContext({ traceId: 'a'.repeat(32), spanId: 'b'.repeat(16), traceFlags: 1 }),
+        ),
+      ),
+    ).toEqual({});
+
+    for (let round = 0; round < 2; round++) {
+      const memory = new InMemorySpanExporter();
+      const processor = new SimpleSpanProcessor({ exporter: memory });
+      tracing = await startTracing('aqueduct-test', { spanProcessors: [processor] });
+      expect(isTracingEnabled()).toBe(true);
+      await expect(startTracing('again', { spanProcessors: [] })).rejects.toThrow(/already started/);
+      trace.getTracer('t').startSpan('one').end();
+      await processor.forceFlush();
+      // (The in-memory exporter forgets its spans when shut down.)
+      expect(memory.getFinishedSpans().map((s) => s.name)).toEqual(['one']);
+      expect(memory.getFinishedSpans()[0]?.resource.attributes['service.name']).toBe('aqueduct-test');
+      await tracing.shutdown();
+      tracing = undefined;
+      expect(isTracingEnabled()).toBe(false);
+      trace.getTracer('t').startSpan('after shutdown').end();
+      expect(memory.getFinishedSpans()).toEqual([]);
+    }
+  });
+
+  it('carries W3C trace context through Kafka headers (strings in, Buffers out as kafkajs gives them)', async () => {
+    tracing = await startTracing('aqueduct-test', {
+      spanProcessors: [new SimpleSpanProcessor({ exporter: new InMemorySpanExporter() })],
+    });
+    const span = trace.getTracer('t').startSpan('producer');
+    const headers = injectTraceContext({}, trace.setSpan(extractTraceContext(undefined), span));
+    const { traceId, spanId } = span.spanContext();
+    expect(headers.traceparent).toBe(`00-${traceId}-${spanId}-01`);
+    const fromKafka = { traceparent: Buffer.from(headers.traceparent ?? '') };
+    expect(trace.getSpanContext(extractTraceContext(fromKafka))).toMatchObject({
+      traceId,
+      spanId,
+      isRemote: true,
+    });
+    span.end();
+  });
+});
+
+describe('logs', () => {
+  it('carry trace_id and span_id inside an active span, and nothing of the kind outside one', async () => {
+    tracing = await startTracing('aqueduct-test', {
+      spanProcessors: [new SimpleSpanProcessor({ exporter: new InMemorySpanExporter() })],
+    });
+    const out = capture();
+    const logger = createLogger('info', 'aqueduct', out.stream);
+    logger.info('outside');
+    const ids = trace.getTracer('t').startActiveSpan('work', (span) => {
+      logger.info('inside');
+      span.end();
+      return span.spanContext();
+    });
+    const [outside, inside] = out.lines();
+    expect(outside).not.toHaveProperty('trace_id');
+    expect(inside).toMatchObject({
+      msg: 'inside',
+      trace_id: ids.traceId,
+      span_id: ids.spanId,
+      trace_flags: '01',
+    });
+  });
+
+  it('redact token, credential and notification fields even when someone logs them', () => {
+    const out = capture();
+    const logger = createLogger('debug', 'aqueduct', out.stream);
+    const token = 'f00d'.repeat(16);
+    logger.info(
+      {
+        token,
+        event: { token, notification: { title: 'secret sale' } },
+        headers: { authorization: 'Bearer x' },
+      },
+      'oops',
+    );
+    const text = JSON.stringify(out.lines());
+    expect(text).not.toContain(token);
+    expect(text).not.toContain('secret sale');
+    expect(text).not.toContain('Bearer x');
+    expect(text).toContain('[redacted]');
+  });
+
+  it('honour the level', () => {
+    const out = capture();
+    const logger = createLogger('warn', 'aqueduct', out.stream);
+    logger.info('quiet');
+    logger.warn('loud');
+    expect(out.lines().map((l) => l.msg)).toEqual(['loud']);
+  });
+});
+
+describe('combineObservers', () => {
+  it('nests the wrappers (first outermost), calls each notification of each observer, and leaves unused hooks undefined', async () => {
+    const calls: string[] = [];
+    const a: Partial<PipelineObserver> = {
+      async acquire(_pool, _n, take) {
+        calls.push('a>');
+        const granted = await take();
+        calls.push('<a');
+        return granted;
+      },
+      paused: () => calls.push('a paused'),
+    };
+    const b: Partial<PipelineObserver> = {
+      async send(_context, send) {
+        calls.push('b>');
+        return send();
+      },
+      paused: () => calls.push('b paused'),
+    };
+    const c: Partial<PipelineObserver> = {
+      async acquire(_pool, _n, take) {
+        calls.push('c>');
+        return take();
+      },
+    };
+    const combined = combineObservers(a, b, c);
+    const granted = await combined.acquire(
+      {} as never,
+      3,
+      async () => {
+        calls.push('take');
+        return 2;
+      },
+      { topic: 't', partition: 0, items: [] },
+    );
+    expect(granted).toBe(2);
+    expect(await combined.send({ platform: 'fcm', requests: [], items: [] }, async () => [])).toEqual([]);
+    combined.paused?.('t', 0, 10);
+    expect(calls).toEqual(['a>', 'c>', 'take', '<a', 'b>', 'a paused', 'b paused']);
+    expect(combined.received).toBeUndefined();
+    expect(combined.settled).toBeUndefined();
+  });
+});
