@@ -49,8 +49,9 @@ export type PushOutcomeLabel = 'delivered' | 'invalid_token' | 'rejected' | 'ret
 const SEND_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /**
- * The consumer pipeline's metrics, as a pipeline observer. Every update is a counter increment or a
- * gauge set on a cached child (no label hashing per event); nothing here allocates per event.
+ * The consumer pipeline's metrics, as a pipeline observer. What happens per push is counted as a plain
+ * number and handed to prom-client when scraped; the rest (per batch, per acquire, per pause) are
+ * ordinary counter increments and gauge sets.
  *
  * | metric | type | labels | what |
  * | --- | --- | --- | --- |
@@ -71,7 +72,6 @@ const SEND_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 3
  * | aqueduct_limiter_errors_total | counter | | failed limiter calls (Redis unreachable, script errors) |
  */
 export class PipelineMetrics implements ObserverHooks {
-  private readonly pushes: Counter<'provider' | 'outcome'>;
   private readonly retries: Counter<'provider'>;
   private readonly deadLetters: Counter<'reason'>;
   private readonly duplicates: Counter;
@@ -84,18 +84,29 @@ export class PipelineMetrics implements ObserverHooks {
   private readonly sendSeconds: Histogram<'provider'>;
   private readonly lag: Gauge<'topic' | 'partition'>;
   private readonly limiterErrors: Counter;
-  private readonly pushChildren = new Map<string, Counter.Internal>();
+  /** Per provider and outcome: pushes counted as plain numbers, copied into the counter when scraped. */
+  private readonly pushCounts = new Map<string, Record<PushOutcomeLabel, number>>();
   /** Partitions paused now: their topic, and the time up to which their pause is counted. */
   private readonly pausedSince = new Map<string, { topic: string; countedUntil: number }>();
   private pausedSource: PausedPartitionsSource | undefined;
 
   constructor(registry: Registry, options: PipelineMetricsOptions = {}) {
     const registers = [registry];
-    this.pushes = new Counter({
+    const pushCounts = this.pushCounts;
+    new Counter({
       name: 'aqueduct_pushes_total',
       help: 'Provider answers to pushes, by provider and outcome (throttled: a 429).',
       labelNames: ['provider', 'outcome'],
       registers,
+      // The per-push count is a plain increment (prom-client hashes the labels on every inc, a few
+      // hundred nanoseconds); the totals are handed over when scraped.
+      collect() {
+        this.reset();
+        for (const [provider, counts] of pushCounts) {
+          for (const [outcome, count] of Object.entries(counts))
+            if (count > 0) this.inc({ provider, outcome }, count);
+        }
+      },
     });
     this.retries = new Counter({
       name: 'aqueduct_retries_total',
@@ -218,13 +229,12 @@ export class PipelineMetrics implements ObserverHooks {
         : outcome.kind === 'retry' && outcome.throttled
           ? 'throttled'
           : outcome.kind;
-    const key = `${event.platform}\0${label}`;
-    let child = this.pushChildren.get(key);
-    if (!child) {
-      child = this.pushes.labels(event.platform, label);
-      this.pushChildren.set(key, child);
+    let counts = this.pushCounts.get(event.platform);
+    if (!counts) {
+      counts = { delivered: 0, invalid_token: 0, rejected: 0, retry: 0, throttled: 0 };
+      this.pushCounts.set(event.platform, counts);
     }
-    child.inc();
+    counts[label]++;
   }
 
   retried(_outcome: PushOutcome, event: NotificationEvent): void {
