@@ -28,7 +28,7 @@ export function registerConsumeCommand(program: Command): void {
     .option('--config <file>', 'JSON file with the settings below (environment variables win)')
     .addHelpText(
       'after',
-      `\nSettings (environment variables, or keys of --config):\n${reference}\n  OTEL_*${' '.repeat(35)}standard OpenTelemetry variables (tracing is off when none is set)`,
+      `\nSettings (environment variables, or keys of --config):\n${reference}\n  OTEL_*${' '.repeat(35)}standard OpenTelemetry variables; tracing is on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER is set`,
     )
     .action(async (flags: { config?: string }) => {
       let config: Config;
