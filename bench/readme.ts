@@ -1,0 +1,41 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { type GatewayBenchResult, gatewayTable } from './gateway.ts';
+import { type LimiterBenchResult, renderLimiterMarkdown } from './limiter.ts';
+
+/**
+ * `node bench/readme.ts`: regenerates the README's benchmark tables from bench/results/*.json, so the
+ * numbers shown are always the ones measured (never typed by hand). Each scenario owns the block between
+ * `<!-- bench:<name> -->` and `<!-- /bench:<name> -->`. Add a scenario with one line below.
+ */
+const renderers: Record<string, (result: never) => string> = {
+  limiter: (result: LimiterBenchResult) => renderLimiterMarkdown(result),
+  gateway: (result: GatewayBenchResult) => gatewayTable(result),
+};
+
+const root = new URL('..', import.meta.url);
+
+/** The README with every scenario's block re-rendered from its results file (blocks absent are left out). */
+export async function renderReadme(readme: string): Promise<string> {
+  let text = readme;
+  for (const [name, render] of Object.entries(renderers)) {
+    const start = `<!-- bench:${name} -->`;
+    const end = `<!-- /bench:${name} -->`;
+    const from = text.indexOf(start);
+    const to = text.indexOf(end);
+    if (from === -1 || to < from) continue;
+    const results = JSON.parse(await readFile(new URL(`bench/results/${name}.json`, root), 'utf8')) as never;
+    text = `${text.slice(0, from + start.length)}\n${render(results)}\n${text.slice(to)}`;
+  }
+  return text;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const path = new URL('README.md', root);
+  const before = await readFile(path, 'utf8');
+  const after = await renderReadme(before);
+  if (after !== before) await writeFile(path, after);
+  console.log(
+    after === before ? 'README benchmark tables already up to date' : 'README benchmark tables updated',
+  );
+}
