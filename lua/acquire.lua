@@ -40,7 +40,8 @@
     AQUEDUCT_ARGUMENT capacity <message>       a capacity is NaN, infinite or < 1
 ]]
 
--- Locals for the globals used on every call (this script runs per message batch: keep it lean).
+-- This script runs once per message batch of every consumer: it is written to allocate little (Lua
+-- tables and strings) and to call Redis three times (TIME, HMGET, HSET) on the common path.
 local floor, huge, tonumber, format = math.floor, math.huge, tonumber, string.format
 
 -- Floating-point sums of fractional refills can land a hair below a whole token; this much is forgiven.
@@ -48,36 +49,44 @@ local EPSILON = 1e-9
 -- EXPIRE takes at most this many seconds without overflowing; %d is exact below 2^53.
 local MAX_TTL_SECONDS = 2147483647
 local MAX_EXACT_INTEGER = 9007199254740992
-
-local function bad(argument, message)
-  return redis.error_reply('AQUEDUCT_ARGUMENT ' .. argument .. ' ' .. message)
-end
+local ARGUMENT = 'AQUEDUCT_ARGUMENT '
 
 local k = #KEYS
 if k == 0 then
-  return bad('buckets', 'must name at least one bucket key')
+  return redis.error_reply(ARGUMENT .. 'buckets must name at least one bucket key')
 end
 if #ARGV ~= 3 + 2 * k then
-  return bad('buckets', format(
-    '%d keys need %d ARGV (n, waitFor, minTtlSeconds, then rate and capacity per key), got %d',
-    k, 3 + 2 * k, #ARGV))
+  return redis.error_reply(format(
+    '%sbuckets (%d keys) need %d ARGV (n, waitFor, minTtlSeconds, then rate and capacity per key), got %d',
+    ARGUMENT, k, 3 + 2 * k, #ARGV))
 end
 
 -- Each check passes only finite valid numbers (NaN fails every comparison).
 local n = tonumber(ARGV[1])
 if not (n and n >= 0 and n < huge and n == floor(n)) then
-  return bad('n', 'must be an integer >= 0, got "' .. ARGV[1] .. '"')
+  return redis.error_reply(ARGUMENT .. 'n must be an integer >= 0, got "' .. ARGV[1] .. '"')
 end
 local wait_for = nil
 if ARGV[2] ~= '' then
   wait_for = tonumber(ARGV[2])
   if not (wait_for and wait_for >= 0 and wait_for < huge and wait_for == floor(wait_for)) then
-    return bad('waitFor', 'must be an integer >= 0, got "' .. ARGV[2] .. '"')
+    return redis.error_reply(ARGUMENT .. 'waitFor must be an integer >= 0, got "' .. ARGV[2] .. '"')
   end
 end
 local min_ttl = tonumber(ARGV[3])
 if not (min_ttl and min_ttl >= 1 and min_ttl < huge and min_ttl == floor(min_ttl)) then
-  return bad('minTtlSeconds', 'must be an integer >= 1, got "' .. ARGV[3] .. '"')
+  return redis.error_reply(ARGUMENT .. 'minTtlSeconds must be an integer >= 1, got "' .. ARGV[3] .. '"')
+end
+for i = 1, k do
+  local rate, capacity = tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i])
+  if not (rate and rate > 0 and rate < huge) then
+    return redis.error_reply(
+      ARGUMENT .. 'rate of ' .. KEYS[i] .. ' must be a finite number > 0, got "' .. ARGV[2 + 2 * i] .. '"')
+  end
+  if not (capacity and capacity >= 1 and capacity < huge) then
+    return redis.error_reply(
+      ARGUMENT .. 'capacity of ' .. KEYS[i] .. ' must be a finite number >= 1, got "' .. ARGV[3 + 2 * i] .. '"')
+  end
 end
 
 local time = redis.call('TIME')
@@ -85,19 +94,11 @@ local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local now_ms = now / 1000
 local now_text = time[1] .. string.rep('0', 6 - #time[2]) .. time[2] -- µs, exact, without formatting
 
--- Check and read every bucket (nothing is written before all arguments are known good), refill it to
--- now and find what all of them can give.
-local rates, capacities, levels, states = {}, {}, {}, {}
-local blocks = nil
+-- Read every bucket, refill it to now and find what all of them can give.
+local states, levels = {}, {}
 local available, smallest_capacity, blocked_until = huge, huge, nil
 for i = 1, k do
   local rate, capacity = tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i])
-  if not (rate and rate > 0 and rate < huge) then
-    return bad('rate', 'of ' .. KEYS[i] .. ' must be a finite number > 0, got "' .. ARGV[2 + 2 * i] .. '"')
-  end
-  if not (capacity and capacity >= 1 and capacity < huge) then
-    return bad('capacity', 'of ' .. KEYS[i] .. ' must be a finite number >= 1, got "' .. ARGV[3 + 2 * i] .. '"')
-  end
   local state = redis.call('HMGET', KEYS[i], 'tokens', 'ts', 'blocked_until', 'config')
   local level, ts = tonumber(state[1]), tonumber(state[2])
   if level == nil or ts == nil then
@@ -106,25 +107,17 @@ for i = 1, k do
     level = level + (now - ts) * rate / 1000000
   end
   if level > capacity then level = capacity end
-  rates[i], capacities[i], levels[i], states[i] = rate, capacity, level, state
+  states[i], levels[i] = state, level
   local whole = floor(level + EPSILON)
   if whole < available then available = whole end
   if capacity < smallest_capacity then smallest_capacity = capacity end
   local block = tonumber(state[3])
-  if block and block > now_ms then
-    blocks = blocks or {}
-    blocks[i] = block
-    if not blocked_until or block > blocked_until then blocked_until = block end
-  end
+  if block and block > now_ms and (not blocked_until or block > blocked_until) then blocked_until = block end
 end
 
 local granted = 0
 if not blocked_until then
   granted = n < available and n or available
-end
-for i = 1, k do
-  local left = levels[i] - granted
-  levels[i] = left > 0 and left or 0
 end
 
 -- How long until `want` more tokens are in every bucket (refill continues during a block).
@@ -132,24 +125,26 @@ local want = wait_for or n - granted
 local most_waitable = floor(smallest_capacity + EPSILON)
 if want > most_waitable then want = most_waitable end
 local wait_us = 0
-if want > 0 then
-  for i = 1, k do
-    local deficit = want - levels[i]
-    if deficit > 0 then
-      local us = deficit / rates[i] * 1000000
-      if us > wait_us then wait_us = us end
-    end
-  end
-  if blocked_until then
-    local us = blocked_until * 1000 - now
+for i = 1, k do
+  local left = levels[i] - granted
+  if left < 0 then left = 0 end
+  levels[i] = left
+  local deficit = want - left
+  if deficit > 0 then
+    local us = deficit / tonumber(ARGV[2 + 2 * i]) * 1000000
     if us > wait_us then wait_us = us end
   end
 end
+if want > 0 and blocked_until then
+  local us = blocked_until * 1000 - now
+  if us > wait_us then wait_us = us end
+end
 local wait_ms = math.ceil(wait_us / 1000)
 
-local result = { format('%d', granted), format('%d', wait_ms), blocked_until and format('%d', blocked_until) or '', now_text }
+local texts = {}
 for i = 1, k do
   local key, state, level = KEYS[i], states[i], levels[i]
+  local rate_text, capacity_text = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
   -- 17 significant digits round-trip every double exactly (tostring keeps only 14); whole numbers take
   -- the cheaper %d.
   local level_text
@@ -158,32 +153,34 @@ for i = 1, k do
   else
     level_text = format('%.17g', level)
   end
-  local block = blocks and blocks[i]
-  local ttl = math.ceil(2 * capacities[i] / rates[i])
+  local block = tonumber(state[3])
+  local blocked = block and block > now_ms
+  local ttl = math.ceil(2 * tonumber(capacity_text) / tonumber(rate_text))
   if ttl < min_ttl then ttl = min_ttl end
-  if block then
+  if blocked then
     local until_block = math.ceil((block - now_ms) / 1000) + 1
     if until_block > ttl then ttl = until_block end
   end
   if ttl > MAX_TTL_SECONDS then ttl = MAX_TTL_SECONDS end
-  local config = ARGV[2 + 2 * i] .. ' ' .. ARGV[3 + 2 * i] .. ' ' .. ARGV[3]
+  local config = rate_text .. ' ' .. capacity_text .. ' ' .. ARGV[3]
   -- The TTL is renewed by the first call in each half-TTL epoch of the server clock (and by every call
   -- while blocked, or when the configuration changed), not by every call: the last renewal is then never
   -- more than ttl / 2 ago, so the key outlives ttl / 2 >= capacity / rate seconds of idleness, after
   -- which the bucket would be full anyway, and its expiry loses nothing.
   local previous = tonumber(state[2])
   local epoch_us = ttl * 500000
-  if block or state[4] ~= config or not previous or floor(previous / epoch_us) ~= floor(now / epoch_us) then
+  if blocked or state[4] ~= config or not previous or floor(previous / epoch_us) ~= floor(now / epoch_us) then
     -- config (rate, capacity, minTtlSeconds) is stored for `aqueduct inspect` and to notice changes.
     redis.call('HSET', key, 'tokens', level_text, 'ts', now_text, 'config', config)
     redis.call('EXPIRE', key, ttl)
   else
     redis.call('HSET', key, 'tokens', level_text, 'ts', now_text) -- the common case
   end
-  local stale = tonumber(state[3])
-  if stale and stale <= now_ms then
+  if block and not blocked then
     redis.call('HDEL', key, 'blocked_until') -- a block that is over: tidy it away
   end
-  result[4 + i] = level_text
+  texts[i] = level_text
 end
-return table.concat(result, ' ')
+
+return format('%d %d %s %s %s', granted, wait_ms, blocked_until and format('%d', blocked_until) or '', now_text,
+  k == 1 and texts[1] or table.concat(texts, ' '))
