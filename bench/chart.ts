@@ -35,7 +35,7 @@ export function lineChart(options: ChartOptions): string {
   const parts: string[] = [];
   parts.push(`<rect x="0" y="0" width="${WIDTH}" height="${HEIGHT}" fill="white"/>`);
   parts.push(
-    `<text x="${WIDTH / 2}" y="22" text-anchor="middle" font-size="15" font-weight="bold">${escape(options.title)}</text>`,
+    `<text x="${WIDTH / 2}" y="22" text-anchor="middle" font-size="15" font-weight="bold">${escapeXml(options.title)}</text>`,
   );
   for (let i = 0; i <= 5; i++) {
     const value = (yMax / 5) * i;
@@ -56,7 +56,7 @@ export function lineChart(options: ChartOptions): string {
     `<text x="${PAD.left + plotW / 2}" y="${PAD.top + plotH + 34}" text-anchor="middle" font-size="12">seconds since the consumers started</text>`,
   );
   parts.push(
-    `<text x="16" y="${PAD.top + plotH / 2}" text-anchor="middle" font-size="12" transform="rotate(-90 16 ${PAD.top + plotH / 2})">${escape(options.yLabel)}</text>`,
+    `<text x="16" y="${PAD.top + plotH / 2}" text-anchor="middle" font-size="12" transform="rotate(-90 16 ${PAD.top + plotH / 2})">${escapeXml(options.yLabel)}</text>`,
   );
   parts.push(
     `<line x1="${PAD.left}" x2="${PAD.left}" y1="${PAD.top}" y2="${PAD.top + plotH}" stroke="#333"/>`,
@@ -79,7 +79,7 @@ export function lineChart(options: ChartOptions): string {
       `<line x1="${PAD.left}" x2="${WIDTH - PAD.right}" y1="${y(options.limit.value)}" y2="${y(options.limit.value)}" stroke="#555" stroke-dasharray="6 4"/>`,
     );
     parts.push(
-      `<text x="${WIDTH - PAD.right}" y="${y(options.limit.value) - 6}" text-anchor="end" font-size="11" fill="#555">${escape(options.limit.label)}</text>`,
+      `<text x="${WIDTH - PAD.right}" y="${y(options.limit.value) - 6}" text-anchor="end" font-size="11" fill="#555">${escapeXml(options.limit.label)}</text>`,
     );
   }
   for (const series of options.series) {
@@ -96,7 +96,7 @@ export function lineChart(options: ChartOptions): string {
     const lx = PAD.left + i * 230;
     const ly = HEIGHT - 14;
     parts.push(`<rect x="${lx}" y="${ly - 9}" width="14" height="10" fill="${entry.color}"/>`);
-    parts.push(`<text x="${lx + 20}" y="${ly}" font-size="12">${escape(entry.label)}</text>`);
+    parts.push(`<text x="${lx + 20}" y="${ly}" font-size="12">${escapeXml(entry.label)}</text>`);
   });
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" viewBox="0 0 ${WIDTH} ${HEIGHT}" font-family="sans-serif">\n${parts.join('\n')}\n</svg>\n`;
 }
@@ -106,6 +106,6 @@ function niceCeil(value: number): number {
   return Math.ceil(value / magnitude) * magnitude;
 }
 
-function escape(text: string): string {
+function escapeXml(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }

@@ -7,7 +7,8 @@ const readme = readFileSync(file, 'utf8');
 const begin = '<!-- config:begin -->';
 const end = '<!-- config:end -->';
 const rows = configReference().map(
-  (r) => `| \`${r.name}\` | ${r.defaultValue ? `\`${r.defaultValue}\`` : '–'} | ${r.description.replace(/\|/g, '\\|')} |`,
+  (r) =>
+    `| \`${r.name}\` | ${r.defaultValue ? `\`${r.defaultValue}\`` : '–'} | ${r.description.replace(/\|/g, '\\|')} |`,
 );
 const table = ['| variable | default | meaning |', '| --- | --- | --- |', ...rows].join('\n');
 const start = readme.indexOf(begin);

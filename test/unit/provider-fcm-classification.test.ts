@@ -200,7 +200,10 @@ describe('FCM classification', () => {
       code: 'app/network-error',
       cause: Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }),
     });
-    expect(describeFcmError(error)).toMatchObject({ clientCode: 'app/network-error', networkCode: 'ECONNRESET' });
+    expect(describeFcmError(error)).toMatchObject({
+      clientCode: 'app/network-error',
+      networkCode: 'ECONNRESET',
+    });
   });
 
   it('survives values that are not errors', () => {
