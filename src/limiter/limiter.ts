@@ -209,6 +209,8 @@ export class TokenBucketLimiter {
   /**
    * Several acquires (e.g. one per partition of a fetched batch) in one pipeline: one write, one round
    * trip, each request still atomic on its own. Every request is validated before anything is sent.
+   * With `failurePolicy: 'closed'`, one request that Redis fails makes the whole call throw; tokens the
+   * others were granted are then not used (they refill: the error is on the side of sending less).
    */
   async acquireMany(requests: AcquireRequest[]): Promise<AcquireResult[]> {
     if (!Array.isArray(requests)) throw new LimiterArgumentError('requests', 'requests must be an array');
