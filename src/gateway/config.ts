@@ -129,6 +129,12 @@ export const gatewayConfigSchema = configSchema
     AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS: positiveInt
       .default(5000)
       .describe('A Kafka write not acknowledged within this time answers 503 (never 202).'),
+    AQUEDUCT_GATEWAY_PRODUCERS: positiveInt
+      .max(64)
+      .default(4)
+      .describe(
+        'Idempotent Kafka producers per gateway, each with one produce request in flight (requests arriving meanwhile are coalesced).',
+      ),
     AQUEDUCT_GATEWAY_RETRY_AFTER_SECONDS: positiveInt
       .default(2)
       .describe('Retry-After of a 503 while Kafka (or Redis) cannot be reached.'),

@@ -7,7 +7,8 @@ import type { Logger } from '../log.ts';
  *
  * - **Coalescing.** An idempotent producer has one request in flight per broker, so requests that arrive
  *   while a write is in flight are sent together in the next one (up to {@link KafkaWriterOptions.maxBatchBytes}):
- *   one round trip for many HTTP requests, each still answered on its own.
+ *   one round trip for many HTTP requests, each still answered on its own. A few producers
+ *   ({@link KafkaWriterOptions.producers}) keep that many produce requests in flight.
  * - **Bounded.** Every write has a deadline (`timeoutMs` from when its request arrived). A request still
  *   queued at its deadline is dropped unsent; an in-flight write past the earliest deadline of its
  *   requests fails them all. The producer's own retries are bounded well inside that time (kafkajs
@@ -39,6 +40,12 @@ export interface KafkaWriterOptions {
   timeoutMs: number;
   /** Most bytes (message values) coalesced into one produce request. Default 512 KiB. */
   maxBatchBytes?: number;
+  /**
+   * Idempotent producers (default 4), each with one produce request in flight: requests go to the least
+   * busy one. All events of one request go through one producer, so their order per device holds;
+   * requests in flight at the same time have no order among them anyway.
+   */
+  producers?: number;
   /** Every this many ms, while no producer is connected, one is connected in the background. Default 2000. */
   reconnectIntervalMs?: number;
   logger?: Logger;
@@ -56,7 +63,8 @@ interface Pending {
   sent: boolean;
 }
 
-export class KafkaWriter {
+/** One idempotent producer with its own queue: one produce request in flight at a time. */
+class ProducerLane {
   readonly topic: string;
   private readonly kafka: Kafka;
   private readonly timeoutMs: number;
@@ -134,6 +142,11 @@ export class KafkaWriter {
       this.queue.push(pending);
       this.pump();
     });
+  }
+
+  /** Requests in flight or queued: where the writer sends the next one. */
+  get load(): number {
+    return (this.inFlight ? 1 : 0) + this.queue.length;
   }
 
   /** Waits for queued and in-flight writes (each still bounded by its deadline), then disconnects. */
@@ -287,6 +300,51 @@ export class KafkaWriter {
       );
     }, this.reconnectIntervalMs);
     this.reconnectTimer.unref();
+  }
+}
+
+/**
+ * Writes events to the topic through a few {@link ProducerLane}s (see the module comment): 202 only
+ * after Kafka acknowledged, 503 by the deadline otherwise.
+ */
+export class KafkaWriter {
+  readonly topic: string;
+  private readonly lanes: ProducerLane[];
+
+  constructor(options: KafkaWriterOptions) {
+    this.topic = options.topic;
+    const count = options.producers ?? 4;
+    if (!Number.isInteger(count) || count < 1)
+      throw new RangeError(`producers must be an integer >= 1, got ${count}`);
+    this.lanes = Array.from({ length: count }, () => new ProducerLane(options));
+  }
+
+  /** True while at least one producer is connected and its last write (if any) was acknowledged. */
+  get ready(): boolean {
+    return this.lanes.some((lane) => lane.ready);
+  }
+
+  /** Connects the producers; while Kafka cannot be reached they keep trying in the background (never throws). */
+  async start(): Promise<void> {
+    await Promise.all(this.lanes.map((lane) => lane.start()));
+  }
+
+  /**
+   * Resolves once Kafka acknowledged every message (all in-sync replicas); rejects with
+   * {@link KafkaUnavailableError} otherwise, by the deadline at the latest.
+   */
+  write(messages: Message[]): Promise<void> {
+    let best = this.lanes[0] as ProducerLane;
+    for (const lane of this.lanes) {
+      // A healthy lane before an unhealthy one, then the least busy.
+      if (lane.ready !== best.ready ? lane.ready : lane.load < best.load) best = lane;
+    }
+    return best.write(messages);
+  }
+
+  /** Waits for queued and in-flight writes (each still bounded by its deadline), then disconnects. */
+  async close(): Promise<void> {
+    await Promise.all(this.lanes.map((lane) => lane.close()));
   }
 }
 

@@ -88,6 +88,7 @@ export async function startGateway(
     kafka,
     topic: config.AQUEDUCT_TOPIC,
     timeoutMs: config.AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS,
+    producers: config.AQUEDUCT_GATEWAY_PRODUCERS,
     logger,
     onWrite: (sample) => {
       metrics.kafkaWriteSeconds.observe({ outcome: sample.ok ? 'ok' : 'failed' }, sample.seconds);
