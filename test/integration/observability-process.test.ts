@@ -102,7 +102,9 @@ describe('observability of the consumer and publisher processes', () => {
       OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       OTEL_SERVICE_NAME: 'aqueduct-consumer',
-      OTEL_BSP_SCHEDULE_DELAY: '200',
+      // Batches leave when 512 spans are queued, the rest only when the process shuts down: every span
+      // arriving proves the flush on SIGTERM.
+      OTEL_BSP_SCHEDULE_DELAY: '600000',
       LOG_LEVEL: 'debug',
     });
     const port = httpPortOf(consumer);
