@@ -72,17 +72,19 @@ class ProducerLane {
   private readonly reconnectIntervalMs: number;
   private readonly logger: Logger | undefined;
   private readonly onWrite: KafkaWriterOptions['onWrite'];
+  private readonly onHealth: (ok: boolean) => void;
   private readonly retry: RetryOptions;
   private producer: Producer | null = null;
   private connecting: Promise<Producer> | null = null;
-  private healthy = false;
+  private healthyNow = false;
   private queue: Pending[] = [];
   private inFlight: Promise<void> | null = null;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private lastConnectFailure: { at: number; message: string } | null = null;
   private closed = false;
 
-  constructor(options: KafkaWriterOptions) {
+  constructor(options: KafkaWriterOptions, onHealth: (ok: boolean) => void) {
+    this.onHealth = onHealth;
     this.kafka = options.kafka;
     this.topic = options.topic;
     this.timeoutMs = options.timeoutMs;
@@ -101,7 +103,7 @@ class ProducerLane {
 
   /** True while a producer is connected and the last write (if any) was acknowledged. */
   get ready(): boolean {
-    return this.healthy && this.producer !== null;
+    return this.healthyNow && this.producer !== null;
   }
 
   /** Connects a producer; when Kafka cannot be reached, keeps trying in the background (never throws). */
@@ -142,6 +144,11 @@ class ProducerLane {
       this.queue.push(pending);
       this.pump();
     });
+  }
+
+  private set healthy(ok: boolean) {
+    this.healthyNow = ok;
+    this.onHealth(ok);
   }
 
   /** Requests in flight or queued: where the writer sends the next one. */
@@ -275,6 +282,7 @@ class ProducerLane {
       (error: unknown) => {
         this.connecting = null;
         this.lastConnectFailure = { at: Date.now(), message: summary(error).message };
+        this.healthy = false;
         void producer.disconnect().catch(() => {});
         throw new KafkaUnavailableError(this.topic, `cannot connect: ${summary(error).message}`, {
           cause: error,
@@ -316,12 +324,25 @@ export class KafkaWriter {
     const count = options.producers ?? 4;
     if (!Number.isInteger(count) || count < 1)
       throw new RangeError(`producers must be an integer >= 1, got ${count}`);
-    this.lanes = Array.from({ length: count }, () => new ProducerLane(options));
+    this.lanes = Array.from(
+      { length: count },
+      () =>
+        new ProducerLane(options, (ok) => {
+          this.healthy = ok;
+        }),
+    );
   }
 
-  /** True while at least one producer is connected and its last write (if any) was acknowledged. */
+  /** The outcome of the latest write or connection attempt of any producer. */
+  private healthy = false;
+
+  /**
+   * True while the latest write or connection attempt (of any producer) succeeded and a producer is
+   * connected. A failed write makes the gateway unready at once, even though its other producers have not
+   * noticed the broker is gone yet; a producer reconnecting in the background makes it ready again.
+   */
   get ready(): boolean {
-    return this.lanes.some((lane) => lane.ready);
+    return this.healthy && this.lanes.some((lane) => lane.ready);
   }
 
   /** Connects the producers; while Kafka cannot be reached they keep trying in the background (never throws). */
