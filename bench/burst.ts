@@ -188,3 +188,23 @@ export async function main(): Promise<void> {
     console.log(`${t.met ? 'met    ' : 'MISSED '} ${name} ${t.target}: ${t.value}`);
   }
 }
+
+/** The README block: setup, machine, the side-by-side table, the targets and the picture. */
+export function burstMarkdown(result: BurstBenchResult): string {
+  const m = result.machine;
+  const s = result.setup as { events: number; consumers: number; partitions: number };
+  const targets = Object.entries(result.targets).map(
+    ([name, t]) => `| \`${name}\` | ${t.target} | ${t.value} | ${t.met ? 'met' : '**missed**'} |`,
+  );
+  return [
+    `Measured with \`${result.command}\` on ${m.cores} cores, ${m.memoryGiB} GiB (${m.cpu}), Node ${m.node}: ${s.events} events published before ${s.consumers} consumer processes start, ${s.partitions} partitions, both simulators at ${PROVIDER.rate}/s with a burst of ${PROVIDER.burst}, 1% dead tokens, 1% provider 5xx. Aqueduct is configured with rate ${AQUEDUCT.rate}/s and burst ${AQUEDUCT.burst} per provider.`,
+    '',
+    burstTable(result),
+    '',
+    '| target for `aqueduct` | wanted | measured | |',
+    '| --- | --- | ---: | --- |',
+    ...targets,
+    '',
+    '![Delivered per second against the allowed rate, with 429s, for both variants](bench/results/burst.svg)',
+  ].join('\n');
+}

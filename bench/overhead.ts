@@ -137,3 +137,18 @@ export async function main(): Promise<void> {
   );
   console.log(`${result.targets.ratio.met ? 'met    ' : 'MISSED '} ratio ≥ 0.8: ${result.ratio}`);
 }
+
+/** The README block for the overhead scenario. */
+export function overheadMarkdown(result: Awaited<ReturnType<typeof runOverheadBench>>): string {
+  const m = result.machine;
+  return [
+    `Measured with \`${result.command}\` on ${m.cores} cores, ${m.memoryGiB} GiB, Node ${m.node}: ${result.events} events on one 6-partition topic, each side in its own process, one after the other.`,
+    '',
+    '| | raw kafkajs `eachBatch`, decode only | Aqueduct pipeline, no-op provider | Aqueduct, real clients → simulators (reference) |',
+    '| --- | ---: | ---: | ---: |',
+    `| messages/s | ${result.rawMessagesPerSecond} | ${result.aqueductMessagesPerSecond} | ${result.aqueductHttpMessagesPerSecond} |`,
+    `| peak RSS (MiB) | ${result.rawPeakRssMiB} | ${result.aqueductPeakRssMiB} | ${result.aqueductHttpPeakRssMiB} |`,
+    '',
+    `\`ratio\` = ${result.ratio} (target ≥ 0.8: ${result.targets.ratio.met ? 'met' : '**missed**'}).`,
+  ].join('\n');
+}

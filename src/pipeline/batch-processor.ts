@@ -1,7 +1,7 @@
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
-import { decodeEvent } from '../events/decode.ts';
+import { type DecodeResult, decodeEvent } from '../events/decode.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
-import { HEADER, headerNumber } from '../kafka/headers.ts';
+import { envelopeBytes, HEADER, headerNumber } from '../kafka/headers.ts';
 import type { PushOutcome, PushProvider, PushRequest } from '../providers/types.ts';
 import type { DoneStore, FinalOutcome } from './done-store.ts';
 import type { PipelineObserver } from './observer.ts';
@@ -15,6 +15,8 @@ export interface BatchProcessorOptions {
   retryTopic: string;
   /** Largest accepted message value, in bytes. */
   maxMessageBytes: number;
+  /** Largest accepted key plus headers, in bytes (checked before the value is looked at). */
+  maxHeaderBytes: number;
   /** Attempts before a transiently failing event is dead-lettered. */
   maxAttempts: number;
   /** First retry delay (doubles per attempt, with jitter) when the provider gave no Retry-After. */
@@ -128,7 +130,15 @@ export class BatchProcessor {
   }
 
   private toItem(topic: string, partition: number, message: KafkaMessage): Item {
-    const decoded = decodeEvent(message.value, this.options.maxMessageBytes);
+    const envelope = envelopeBytes(message);
+    const decoded: DecodeResult =
+      envelope > this.options.maxHeaderBytes
+        ? {
+            ok: false,
+            kind: 'too-large',
+            reason: `key and headers are ${envelope} bytes, limit ${this.options.maxHeaderBytes}`,
+          }
+        : decodeEvent(message.value, this.options.maxMessageBytes);
     // Only the retry topic's own headers are trusted: a producer must not be able to stall a partition
     // of the main topic with a far-future not-before.
     const fromRetry = topic === this.options.retryTopic;
@@ -330,7 +340,9 @@ export class BatchProcessor {
     const pool = this.deps.poolFor(event);
     if (!pool) return;
     const until = Date.now() + (retryAfterMs ?? 1000);
-    if (until <= pool.dryUntilMs) return;
+    // Only a later block is news to the fleet. (The pool's own dry spell does not count: it is this
+    // process's wait for tokens, which the other processes know nothing of.)
+    if (until <= pool.blockedUntilMs) return;
     await pool.block(until).catch((error: unknown) => this.deps.observer.limiterError?.(error));
   }
 

@@ -62,6 +62,7 @@ export class TokenPool {
   /** Tokens taken from Redis and not yet handed to a partition. */
   private credit = 0;
   private dryUntil = 0;
+  private blockedUntil = 0;
   private pending: PendingTake[] = [];
   private drainScheduled = false;
   private readonly waiters = new Map<string, { need: number; wake: () => void }>();
@@ -122,8 +123,14 @@ export class TokenPool {
     }
   }
 
+  /** Epoch ms until which this process last blocked the fleet (0: never). */
+  get blockedUntilMs(): number {
+    return this.blockedUntil;
+  }
+
   /** The provider said "too many requests, retry after…": stop the whole fleet until then. */
   async block(untilEpochMs: number): Promise<void> {
+    this.blockedUntil = Math.max(this.blockedUntil, untilEpochMs);
     this.dryUntil = Math.max(this.dryUntil, untilEpochMs);
     this.credit = 0;
     await this.source.blockUntil(this.buckets, Math.max(1, untilEpochMs - Date.now()));
