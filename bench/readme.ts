@@ -1,7 +1,9 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import { type BurstBenchResult, burstMarkdown } from './burst.ts';
 import { type GatewayBenchResult, gatewayTable } from './gateway.ts';
 import { type LimiterBenchResult, renderLimiterMarkdown } from './limiter.ts';
+import { overheadMarkdown } from './overhead.ts';
 
 /**
  * `node bench/readme.ts`: regenerates the README's benchmark tables from bench/results/*.json, so the
@@ -11,6 +13,8 @@ import { type LimiterBenchResult, renderLimiterMarkdown } from './limiter.ts';
 const renderers: Record<string, (result: never) => string> = {
   limiter: (result: LimiterBenchResult) => renderLimiterMarkdown(result),
   gateway: (result: GatewayBenchResult) => gatewayTable(result),
+  burst: (result: BurstBenchResult) => burstMarkdown(result),
+  overhead: (result: Parameters<typeof overheadMarkdown>[0]) => overheadMarkdown(result),
 };
 
 const root = new URL('..', import.meta.url);

@@ -8,6 +8,7 @@ const scenarios: Record<string, () => Promise<void>> = {
   limiter: async () => (await import('./limiter.ts')).main(),
   burst: async () => (await import('./burst.ts')).main(),
   overhead: async () => (await import('./overhead.ts')).main(),
+  gateway: async () => (await import('./gateway.ts')).main(),
   faults: async () => (await import('./faults.ts')).main(),
 };
 
