@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { describeIssues } from './events/decode.ts';
+import { redactUrl } from './services/errors.ts';
 
 /**
  * The consumer's configuration: environment variables, optionally a JSON file with the same keys
@@ -44,11 +45,77 @@ export const configSchema = z.object({
     .min(1)
     .default('aqueduct')
     .describe('The consumer group every instance joins.'),
+  KAFKA_SASL_MECHANISM: z
+    .enum(['plain', 'scram-sha-256', 'scram-sha-512'])
+    .optional()
+    .describe(
+      'SASL mechanism for Kafka: `plain`, `scram-sha-256` or `scram-sha-512` (needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD). Unset: no SASL.',
+    ),
+  KAFKA_SASL_USERNAME: z.string().min(1).optional().describe('SASL user name for Kafka.'),
+  KAFKA_SASL_PASSWORD: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('SASL password for Kafka. Secret: prefer KAFKA_SASL_PASSWORD_FILE.'),
+  KAFKA_TLS: bool
+    .default(false)
+    .describe('Connect to Kafka over TLS (on by itself when a KAFKA_TLS_*_FILE is set).'),
+  KAFKA_TLS_CA_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("PEM file of the CA(s) to trust for the brokers' certificates (default: the system CAs)."),
+  KAFKA_TLS_CERT_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('PEM client certificate for mutual TLS with Kafka (with KAFKA_TLS_KEY_FILE).'),
+  KAFKA_TLS_KEY_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('PEM private key (unencrypted) of KAFKA_TLS_CERT_FILE.'),
+  KAFKA_TLS_REJECT_UNAUTHORIZED: bool
+    .default(true)
+    .describe("false accepts any broker certificate (tests only: it gives up TLS's protection)."),
   REDIS_URL: z
     .string()
     .url()
     .default('redis://127.0.0.1:6379')
-    .describe('Redis holding the token buckets and the dedupe marks.'),
+    .describe(
+      'Redis holding the token buckets and the dedupe marks; `rediss://` for TLS. Credentials may be in it, or in REDIS_USERNAME/REDIS_PASSWORD.',
+    ),
+  REDIS_USERNAME: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('Redis ACL user (Redis 6+); unset: the `default` user.'),
+  REDIS_PASSWORD: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('Password of the Redis user (or `requirepass`). Secret: prefer REDIS_PASSWORD_FILE.'),
+  REDIS_TLS: bool
+    .default(false)
+    .describe('Connect to Redis over TLS (on by itself with `rediss://` or a REDIS_TLS_*_FILE).'),
+  REDIS_TLS_CA_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("PEM file of the CA(s) to trust for Redis's certificate (default: the system CAs)."),
+  REDIS_TLS_CERT_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('PEM client certificate for Redis (`tls-auth-clients yes`), with REDIS_TLS_KEY_FILE.'),
+  REDIS_TLS_KEY_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('PEM private key (unencrypted) of REDIS_TLS_CERT_FILE.'),
+  REDIS_TLS_REJECT_UNAUTHORIZED: bool
+    .default(true)
+    .describe("false accepts any Redis certificate (tests only: it gives up TLS's protection)."),
   AQUEDUCT_REDIS_PREFIX: z
     .string()
     .regex(/^[A-Za-z0-9._-]+$/)
@@ -85,7 +152,7 @@ export const configSchema = z.object({
   AQUEDUCT_ACQUIRE_CHUNK: positiveInt
     .optional()
     .describe(
-      "When throttled, wait until at least this many tokens can be had (per provider bucket) rather than one at a time: bigger chunks mean fewer Redis calls, smaller ones a smoother stream. Default: a quarter second's worth of the provider rate.",
+      "When throttled, wait until at least this many tokens can be had (per provider bucket) rather than one at a time: bigger chunks mean fewer Redis calls, smaller ones a smoother stream. Default: a quarter second's worth of the provider rate, at least 100 (at most the bucket's capacity).",
     ),
 
   AQUEDUCT_SEND_CONCURRENCY: positiveInt
@@ -102,10 +169,26 @@ export const configSchema = z.object({
     .describe('How long an event id is remembered as done (dedupe window against redelivery).'),
   AQUEDUCT_MAX_MESSAGE_BYTES: positiveInt
     .default(16 * 1024)
-    .describe('Largest accepted message value, in bytes.'),
+    .describe(
+      'Largest accepted message value, in bytes: a larger one is dead-lettered (`too-large`) before it is parsed.',
+    ),
+  AQUEDUCT_MAX_HEADER_BYTES: positiveInt
+    .default(16 * 1024)
+    .describe(
+      'Largest accepted message key plus headers, in bytes: a larger message is dead-lettered (`too-large`) before its value is read.',
+    ),
   AQUEDUCT_FETCH_MAX_BYTES_PER_PARTITION: positiveInt
     .default(256 * 1024)
     .describe('Bytes fetched per partition per request: bounds the re-read window after a pause.'),
+  AQUEDUCT_SESSION_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(6000)
+    .max(300_000)
+    .default(30_000)
+    .describe(
+      'Kafka group session timeout: how long a consumer that died without leaving (kill -9, a lost host) holds its partitions before the group hands them to the others.',
+    ),
   AQUEDUCT_SHUTDOWN_TIMEOUT_MS: positiveInt
     .default(25_000)
     .describe('Drain bound on SIGTERM/SIGINT: in-flight work finishes and offsets commit within this time.'),
@@ -162,7 +245,15 @@ export class ConfigError extends Error {
 
 const SECRET = /PASSWORD|SECRET|CREDENTIALS|KEY_FILE|TOKEN/;
 
-/** Reads configuration from `env` (and a JSON file, whose keys the environment overrides). */
+/** Suffix of a setting given as a file (Docker and Kubernetes secrets): `REDIS_PASSWORD_FILE=/run/secrets/redis`. */
+export const FILE_SUFFIX = '_FILE';
+
+/**
+ * Reads configuration from `env` (and a JSON file, whose keys the environment overrides). Any setting
+ * `X` may instead be given as `X_FILE`, the path of a file holding its value (one trailing newline is
+ * dropped), in the environment or the JSON file: secrets then live in mounted files, not in the
+ * environment that `ps e` or a crash dump shows. Giving both `X` and `X_FILE` is an error.
+ */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, file?: string): Config {
   let fromFile: Record<string, unknown> = {};
   if (file) {
@@ -173,16 +264,63 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, file?: string):
     }
   }
   const known = Object.keys(configSchema.shape);
-  const unknownInFile = Object.keys(fromFile).filter((key) => !known.includes(key));
+  const isKnown = (key: string) =>
+    known.includes(key) || (key.endsWith(FILE_SUFFIX) && known.includes(key.slice(0, -FILE_SUFFIX.length)));
+  const unknownInFile = Object.keys(fromFile).filter((key) => !isKnown(key));
   if (unknownInFile.length > 0) throw new ConfigError(`unknown keys in ${file}: ${unknownInFile.join(', ')}`);
-  const merged: Record<string, unknown> = { ...fromFile };
+  const merged: Record<string, unknown> = {};
   for (const key of known) {
-    const value = env[key];
-    if (value !== undefined && value !== '') merged[key] = value;
+    const direct = present(env[key]) ?? present(fromFile[key]);
+    const path = present(env[`${key}${FILE_SUFFIX}`]) ?? present(fromFile[`${key}${FILE_SUFFIX}`]);
+    if (direct !== undefined && path !== undefined) {
+      throw new ConfigError(`${key} and ${key}${FILE_SUFFIX} are both set: give the setting one way only`);
+    }
+    if (path !== undefined) merged[key] = readSettingFile(key, path);
+    else if (direct !== undefined) merged[key] = direct;
   }
   const parsed = configSchema.safeParse(merged);
   if (!parsed.success) throw new ConfigError(`invalid configuration: ${describeIssues(parsed.error.issues)}`);
+  checkConnectionSettings(parsed.data);
   return parsed.data;
+}
+
+function present(value: unknown): unknown {
+  return value === undefined || value === null || value === '' ? undefined : value;
+}
+
+/** A setting's value from its `_FILE`; the error names the file, never what it holds. */
+function readSettingFile(key: string, path: unknown): string {
+  if (typeof path !== 'string') throw new ConfigError(`${key}${FILE_SUFFIX} must be a file path`);
+  try {
+    return readFileSync(path, 'utf8').replace(/\r?\n$/, '');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new ConfigError(`cannot read ${key}${FILE_SUFFIX}=${path} (${code})`);
+  }
+}
+
+/** Settings that only make sense together; checked after parsing so that each message names the pair. */
+function checkConnectionSettings(config: Config): void {
+  const problems: string[] = [];
+  if (config.KAFKA_SASL_MECHANISM && !(config.KAFKA_SASL_USERNAME && config.KAFKA_SASL_PASSWORD)) {
+    problems.push('KAFKA_SASL_MECHANISM needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD');
+  }
+  if (!config.KAFKA_SASL_MECHANISM && (config.KAFKA_SASL_USERNAME || config.KAFKA_SASL_PASSWORD)) {
+    problems.push('KAFKA_SASL_USERNAME/KAFKA_SASL_PASSWORD need KAFKA_SASL_MECHANISM');
+  }
+  for (const prefix of ['KAFKA_TLS', 'REDIS_TLS'] as const) {
+    if (Boolean(config[`${prefix}_CERT_FILE`]) !== Boolean(config[`${prefix}_KEY_FILE`])) {
+      problems.push(`${prefix}_CERT_FILE and ${prefix}_KEY_FILE go together`);
+    }
+  }
+  const url = new URL(config.REDIS_URL);
+  if (url.password && config.REDIS_PASSWORD) {
+    problems.push('the Redis password is both in REDIS_URL and REDIS_PASSWORD: give it one way only');
+  }
+  if (url.username && config.REDIS_USERNAME) {
+    problems.push('the Redis user is both in REDIS_URL and REDIS_USERNAME: give it one way only');
+  }
+  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
 }
 
 /** One line per setting: name, default and description (for `--help` and the README). */
@@ -203,7 +341,7 @@ export function redactConfig(config: Config): Record<string, unknown> {
   return Object.fromEntries(
     Object.entries(config).map(([key, value]) => {
       if (SECRET.test(key) && value !== undefined) return [key, '***'];
-      if (key === 'REDIS_URL' && typeof value === 'string') return [key, value.replace(/:[^:@/]*@/, ':***@')];
+      if (key === 'REDIS_URL' && typeof value === 'string') return [key, redactUrl(value)];
       return [key, value];
     }),
   );

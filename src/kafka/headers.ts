@@ -42,3 +42,19 @@ export function stringHeaders(headers: IHeaders | undefined): Record<string, str
   }
   return out;
 }
+
+/** Bytes of a message's key and headers (names and values), the part of a message besides its value. */
+export function envelopeBytes(message: { key?: Buffer | string | null; headers?: IHeaders }): number {
+  const size = (value: Buffer | string | null | undefined) =>
+    value === null || value === undefined
+      ? 0
+      : typeof value === 'string'
+        ? Buffer.byteLength(value)
+        : value.length;
+  let bytes = size(message.key);
+  for (const [name, value] of Object.entries(message.headers ?? {})) {
+    bytes += Buffer.byteLength(name);
+    for (const part of Array.isArray(value) ? value : [value]) bytes += size(part);
+  }
+  return bytes;
+}

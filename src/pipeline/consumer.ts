@@ -47,7 +47,7 @@ export class NotificationConsumer {
       maxBytesPerPartition: config.AQUEDUCT_FETCH_MAX_BYTES_PER_PARTITION,
       // A resumed partition should be fetched promptly, not after a long-poll of an idle one.
       maxWaitTimeInMs: 100,
-      sessionTimeout: 30_000,
+      sessionTimeout: config.AQUEDUCT_SESSION_TIMEOUT_MS,
       rebalanceTimeout: 60_000,
       // A member learns of a rebalance at its next heartbeat; a short interval keeps the stop short.
       heartbeatInterval: 1_000,
@@ -70,6 +70,7 @@ export class NotificationConsumer {
       {
         retryTopic: this.topics.retry,
         maxMessageBytes: config.AQUEDUCT_MAX_MESSAGE_BYTES,
+        maxHeaderBytes: config.AQUEDUCT_MAX_HEADER_BYTES,
         maxAttempts: config.AQUEDUCT_MAX_ATTEMPTS,
         retryBaseMs: config.AQUEDUCT_RETRY_BASE_MS,
         maxPerStep: Math.max(config.AQUEDUCT_SEND_CONCURRENCY * 8, 500),
