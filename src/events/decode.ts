@@ -38,7 +38,7 @@ export function decodeEvent(
   try {
     json = JSON.parse(textValue);
   } catch (error) {
-    return { ok: false, kind: 'invalid-json', reason: `not JSON: ${(error as Error).message.slice(0, 120)}` };
+    return { ok: false, kind: 'invalid-json', reason: `not JSON: ${jsonErrorWithoutInput(error)}` };
   }
   const eventId = typeof json === 'object' && json !== null && 'id' in json ? safeId(json.id) : undefined;
   const version =
@@ -69,6 +69,16 @@ export function describeIssues(issues: ReadonlyArray<{ path: PropertyKey[]; mess
     .slice(0, 5)
     .map((issue) => `${issue.path.map(String).join('.') || '(event)'}: ${issue.message}`)
     .join('; ');
+}
+
+/**
+ * V8's JSON.parse message without the piece of the input it quotes (`Unexpected token 'x', "{"token":"…"...
+ * is not valid JSON`): that piece may be part of a device token, and the reason travels in headers,
+ * logs and spans. What remains is the kind of error and its position.
+ */
+function jsonErrorWithoutInput(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.replace(/, ".*"(\.\.\.)? is not valid JSON$/s, '').slice(0, 120);
 }
 
 function safeId(id: unknown): string | undefined {

@@ -1,7 +1,9 @@
-import type { IHeaders, KafkaMessage, Message, Producer, TopicMessages } from 'kafkajs';
+import type { KafkaMessage, Message, Producer, TopicMessages } from 'kafkajs';
 import type { Topics } from '../config.ts';
 import type { NotificationEvent } from '../events/event.ts';
-import { HEADER, stringHeaders } from '../kafka/headers.ts';
+import { envelopeBytes, HEADER, stringHeaders } from '../kafka/headers.ts';
+
+const AQUEDUCT_HEADER_PREFIX = 'aqueduct-';
 
 /** Where a message was read: the coordinates carried into every record made from it. */
 export interface Origin {
@@ -30,9 +32,16 @@ export type OutcomeRecord =
     };
 
 /**
- * Writes dead letters, retries and invalid-token reports, all records of a batch in one produce
- * request (idempotent producer, acknowledged by all in-sync replicas). A record is the event's
- * outcome, so the consumer resolves an offset only after this resolves.
+ * Bytes of records per produce request. A broker refuses a record batch larger than its
+ * `message.max.bytes` (1 MiB by default) and kafkajs does not split one, so a step with many large
+ * records (hundreds of dead letters near the 16 KiB value limit) is written in several requests.
+ */
+const MAX_REQUEST_BYTES = 512 * 1024;
+
+/**
+ * Writes dead letters, retries and invalid-token reports, the records of a step in as few produce
+ * requests as their size allows (idempotent producer, acknowledged by all in-sync replicas). A record
+ * is the event's outcome, so the consumer resolves an offset only after this resolves.
  */
 export class OutcomeWriter {
   private readonly producer: Producer;
@@ -44,22 +53,47 @@ export class OutcomeWriter {
   }
 
   async write(records: readonly OutcomeRecord[]): Promise<void> {
-    if (records.length === 0) return;
-    const byTopic = new Map<string, Message[]>();
+    let byTopic = new Map<string, Message[]>();
+    let bytes = 0;
+    const flush = async () => {
+      if (byTopic.size === 0) return;
+      const topicMessages: TopicMessages[] = [...byTopic].map(([topic, messages]) => ({ topic, messages }));
+      byTopic = new Map();
+      bytes = 0;
+      await this.producer.sendBatch({ topicMessages, acks: -1 });
+    };
     for (const record of records) {
       const [topic, message] = this.toMessage(record);
+      const size = envelopeBytes(message) + (message.value?.length ?? 0);
+      if (bytes > 0 && bytes + size > MAX_REQUEST_BYTES) await flush();
       const list = byTopic.get(topic) ?? [];
       list.push(message);
       byTopic.set(topic, list);
+      bytes += size;
     }
-    const topicMessages: TopicMessages[] = [...byTopic].map(([topic, messages]) => ({ topic, messages }));
-    await this.producer.sendBatch({ topicMessages, acks: -1 });
+    await flush();
   }
 
   private toMessage(record: OutcomeRecord): [string, Message] {
-    const origin = originHeaders(record.message, record.origin);
+    const origin = originHeaders(record.message, record.origin, this.topics.retry);
     switch (record.kind) {
       case 'dead-letter':
+        if (record.reasonKind === 'too-large') {
+          // Nothing of a message over the limits is copied: a copy could be over the broker's limit
+          // too (and block the partition for good). The original stays at its origin coordinates.
+          return [
+            this.topics.deadLetter,
+            {
+              key: null,
+              value: null,
+              headers: {
+                ...originOnly(origin),
+                [HEADER.reasonKind]: record.reasonKind,
+                [HEADER.reason]: record.reason,
+              },
+            },
+          ];
+        }
         return [
           this.topics.deadLetter,
           {
@@ -104,13 +138,36 @@ export class OutcomeWriter {
   }
 }
 
-/** The original headers (trace context included), plus where the event was first read. */
-function originHeaders(message: KafkaMessage, origin: Origin): IHeaders {
+/**
+ * The original headers (trace context included), plus where the event was first read. Only Aqueduct
+ * writes `aqueduct-*` headers, and only on the retry topic: on any other topic they are a producer's
+ * own and are dropped, so that no producer can fake where a message came from.
+ */
+function originHeaders(message: KafkaMessage, origin: Origin, retryTopic: string): Record<string, string> {
   const headers: Record<string, string> = stringHeaders(message.headers);
+  if (origin.topic !== retryTopic) {
+    for (const name of Object.keys(headers))
+      if (name.startsWith(AQUEDUCT_HEADER_PREFIX)) delete headers[name];
+  }
   // A retried message keeps the coordinates of its first reading.
   headers[HEADER.originTopic] ??= origin.topic;
   headers[HEADER.originPartition] ??= String(origin.partition);
   headers[HEADER.originOffset] ??= origin.offset;
   headers[HEADER.originTimestamp] ??= message.timestamp;
   return headers;
+}
+
+/** The origin coordinates alone, out of {@link originHeaders}. */
+function originOnly(headers: Record<string, string>): Record<string, string> {
+  const origin: Record<string, string> = {};
+  for (const name of [
+    HEADER.originTopic,
+    HEADER.originPartition,
+    HEADER.originOffset,
+    HEADER.originTimestamp,
+  ]) {
+    const value = headers[name];
+    if (value !== undefined) origin[name] = value;
+  }
+  return origin;
 }
