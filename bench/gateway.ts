@@ -59,6 +59,7 @@ interface Throughput {
 export interface GatewayBenchResult {
   scenario: 'gateway';
   command: string;
+  measuredAt: string;
   machine: ReturnType<typeof machine>;
   settings: Omit<GatewayBenchOptions, 'services' | 'outDir' | 'log'> & { partitions: number; acks: -1 };
   requestsPerSecond: number;
@@ -185,6 +186,7 @@ export async function runGatewayBench(options: GatewayBenchOptions): Promise<Gat
     const result: GatewayBenchResult = {
       scenario: 'gateway',
       command: 'npm run bench -- gateway',
+      measuredAt: new Date().toISOString(),
       machine: machine(),
       settings: {
         batch: options.batch,
@@ -323,19 +325,28 @@ function round1(value: number): number {
   return Math.round(value * 10) / 10;
 }
 
-/** The README rows of a result. */
+/** The README block of a result (rendered by `node bench/readme.ts`). */
 export function gatewayTable(result: GatewayBenchResult): string {
+  const m = result.machine;
   const o = result.overLimit;
+  const t = result.settings;
+  const rounds = result.rounds
+    .map(
+      (r, i) =>
+        `| round ${i + 1} | ${r.gateway.eventsPerSecond} | ${r.gateway.requestsPerSecond} | ${r.gateway.p99Ms} | ${r.producerEventsPerSecond} |`,
+    )
+    .join('\n');
   return [
-    '| figure | value |',
-    '| --- | ---: |',
-    `| requestsPerSecond (batches of ${result.settings.batch}) | ${result.requestsPerSecond} |`,
-    `| eventsPerSecond | ${result.eventsPerSecond} |`,
-    `| p99Ms | ${result.p99Ms} |`,
-    `| plain kafkajs producer, events/s | ${result.producerEventsPerSecond} |`,
-    `| ratioVsProducer (target ≥ 0.7) | ${result.ratioVsProducer} |`,
-    `| tenant above its limit (${o.rate}/s, burst ${o.burst}, ${o.seconds} s): 429s / expected | ${o.throttled} / ${o.expectedThrottled} |`,
-    `| … accepted events ÷ envelope (burst + rate × time) | ${o.acceptedVsEnvelope} |`,
+    `Measured with \`${result.command}\` on ${m.cores} cores, ${m.memoryGiB} GiB, Node ${m.node}: \`aqueduct serve\` in its own process, autocannon with ${t.connections} connections sending batches of ${t.batch} events, one ${t.partitions}-partition topic, acks from all in-sync replicas; gateway and plain producer take turns, ${t.rounds} × ${t.phaseSeconds} s each.`,
+    '',
+    '| | gateway events/s | gateway requests/s | gateway p99 (ms) | plain kafkajs producer events/s |',
+    '| --- | ---: | ---: | ---: | ---: |',
+    rounds,
+    `| **mean** | **${result.eventsPerSecond}** | **${result.requestsPerSecond}** | **${result.p99Ms}** (worst) | **${result.producerEventsPerSecond}** |`,
+    '',
+    `\`ratioVsProducer\` = ${result.ratioVsProducer} (target ≥ 0.7: ${result.targets.ratioVsProducer.met ? 'met' : '**missed**'}).`,
+    '',
+    `A tenant above its limit (rate ${o.rate} events/s, burst ${o.burst}) driven by ${t.overLimit.connections} connections for ${o.seconds} s: ${o.requests} requests, ${o.accepted} accepted (${o.accepted * t.batch} events = ${o.acceptedVsEnvelope} of its envelope burst + rate × time, ${o.envelopeEvents} events), **${o.throttled} answered 429** where everything beyond the envelope is ${o.expectedThrottled}.`,
   ].join('\n');
 }
 

@@ -261,3 +261,33 @@ export function redactGatewayConfig(config: GatewayConfig): Record<string, unkno
   }
   return redacted;
 }
+
+/**
+ * The settings table of the README's "Gateway" section: the gateway's own settings (the ones it shares
+ * with the consumer are in the consumer's reference). A test keeps the README in step with it.
+ */
+export function gatewayConfigMarkdown(): string {
+  const shared = configSchema.shape as Record<string, unknown>;
+  const own = new Set(
+    Object.entries(gatewayConfigSchema.shape)
+      .filter(([name, field]) => shared[name] !== field)
+      .map(([name]) => name),
+  );
+  const rows = gatewayConfigReference()
+    .filter((r) => own.has(r.name))
+    .map(
+      (r) =>
+        `| \`${r.name}\` | ${r.defaultValue === '' ? '–' : `\`${r.defaultValue}\``} | ${r.description} |`,
+    );
+  const others = gatewayConfigReference()
+    .filter((r) => !own.has(r.name))
+    .map((r) => `\`${r.name}\``)
+    .join(', ');
+  return [
+    '| variable | default | meaning |',
+    '| --- | --- | --- |',
+    ...rows,
+    '',
+    `Shared with the consumer, as in the configuration reference: ${others}.`,
+  ].join('\n');
+}

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT_CONTEXT, trace } from '@opentelemetry/api';
@@ -12,6 +12,7 @@ import { ApiKeys, hashApiKey } from '../../src/gateway/api-keys.ts';
 import {
   apiKeyHashes,
   defaultTenantLimit,
+  gatewayConfigMarkdown,
   loadGatewayConfig,
   redactGatewayConfig,
   tenantLimitOverrides,
@@ -126,6 +127,18 @@ describe('gateway: preparing a body', () => {
     expect(!prepared.ok && prepared.message).toMatch(
       new RegExp(`^\\(event\\): \\d+ bytes as JSON, limit ${EVENT_LIMITS.maxMessageBytes}$`),
     );
+  });
+});
+
+describe('gateway: README', () => {
+  it("keeps the settings table of the README's Gateway section what src/gateway/config.ts says", () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const begin = '<!-- gateway-config:begin -->\n';
+    const table = readme.slice(
+      readme.indexOf(begin) + begin.length,
+      readme.indexOf('\n<!-- gateway-config:end -->'),
+    );
+    expect(table).toBe(gatewayConfigMarkdown());
   });
 });
 
