@@ -246,9 +246,16 @@ function serverProperties(p: {
     .join('\n')}\n`;
 }
 
-/** A Kafka cluster id: 16 random bytes, base64url without padding (what `kafka-storage random-uuid` prints). */
+/**
+ * A Kafka cluster id: 16 random bytes, base64url without padding (what `kafka-storage random-uuid`
+ * prints), never starting with '-': the storage tool's argument parser would take that for an option
+ * (one start in 64 failed with "argument --cluster-id/-t: expected one argument").
+ */
 function kafkaClusterId(): string {
-  return randomBytes(16).toString('base64url');
+  for (;;) {
+    const id = randomBytes(16).toString('base64url');
+    if (!id.startsWith('-')) return id;
+  }
 }
 
 /**
