@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { type Config, ConfigError, configSchema, redactConfig } from '../config.ts';
+import { type Config, ConfigError, configSchema, FILE_SUFFIX, redactConfig } from '../config.ts';
 import { describeIssues } from '../events/decode.ts';
 import { EVENT_LIMITS } from '../events/event.ts';
 
@@ -80,8 +80,23 @@ export const gatewayConfigSchema = configSchema
   .pick({
     KAFKA_BROKERS: true,
     KAFKA_CLIENT_ID: true,
+    KAFKA_SASL_MECHANISM: true,
+    KAFKA_SASL_USERNAME: true,
+    KAFKA_SASL_PASSWORD: true,
+    KAFKA_TLS: true,
+    KAFKA_TLS_CA_FILE: true,
+    KAFKA_TLS_CERT_FILE: true,
+    KAFKA_TLS_KEY_FILE: true,
+    KAFKA_TLS_REJECT_UNAUTHORIZED: true,
     AQUEDUCT_TOPIC: true,
     REDIS_URL: true,
+    REDIS_USERNAME: true,
+    REDIS_PASSWORD: true,
+    REDIS_TLS: true,
+    REDIS_TLS_CA_FILE: true,
+    REDIS_TLS_CERT_FILE: true,
+    REDIS_TLS_KEY_FILE: true,
+    REDIS_TLS_REJECT_UNAUTHORIZED: true,
     AQUEDUCT_REDIS_PREFIX: true,
     AQUEDUCT_LIMITER_FAILURE_POLICY: true,
     AQUEDUCT_SHUTDOWN_TIMEOUT_MS: true,
@@ -112,13 +127,8 @@ export const gatewayConfigSchema = configSchema
     AQUEDUCT_GATEWAY_API_KEYS: jsonObject(apiKeyMap)
       .optional()
       .describe(
-        'API keys, JSON: {"<sha256 hex of the key>": "<tenant>"} (`aqueduct serve --hash-key KEY` prints the hash). Merged with AQUEDUCT_GATEWAY_API_KEYS_FILE.',
+        'API keys, JSON: {"<sha256 hex of the key>": "<tenant>"} (`aqueduct serve --hash-key KEY` prints the hash); or AQUEDUCT_GATEWAY_API_KEYS_FILE, a file holding that JSON (e.g. mounted from a Secret).',
       ),
-    AQUEDUCT_GATEWAY_API_KEYS_FILE: z
-      .string()
-      .min(1)
-      .optional()
-      .describe('A JSON file of the same shape as AQUEDUCT_GATEWAY_API_KEYS (e.g. mounted from a Secret).'),
     AQUEDUCT_GATEWAY_MAX_BATCH: positiveInt
       .max(10_000)
       .default(500)
@@ -152,8 +162,10 @@ export interface TenantLimit {
 }
 
 /**
- * Reads the gateway configuration from `env` (and a JSON file, whose keys the environment overrides).
- * A file may also hold the consumer's settings (one file for both), which are ignored here.
+ * Reads the gateway configuration from `env` (and a JSON file, whose keys the environment overrides),
+ * like the consumer's `loadConfig`: any setting `X` may be given as `X_FILE`, the path of a file holding
+ * its value (secrets in mounted files), never both. A file may also hold the consumer's settings (one
+ * file for both), which are ignored here.
  */
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, file?: string): GatewayConfig {
   let fromFile: Record<string, unknown> = {};
@@ -166,54 +178,47 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, file?: s
   }
   const known = Object.keys(gatewayConfigSchema.shape);
   const shared = new Set([...known, ...Object.keys(configSchema.shape)]);
-  const unknownInFile = Object.keys(fromFile).filter((key) => !shared.has(key));
+  const isKnown = (key: string) =>
+    shared.has(key) || (key.endsWith(FILE_SUFFIX) && shared.has(key.slice(0, -FILE_SUFFIX.length)));
+  const unknownInFile = Object.keys(fromFile).filter((key) => !isKnown(key));
   if (unknownInFile.length > 0) throw new ConfigError(`unknown keys in ${file}: ${unknownInFile.join(', ')}`);
-  const merged: Record<string, unknown> = Object.fromEntries(
-    Object.entries(fromFile).filter(([key]) => known.includes(key)),
-  );
+  const merged: Record<string, unknown> = {};
   for (const key of known) {
-    const value = env[key];
-    if (value !== undefined && value !== '') merged[key] = value;
+    const direct = present(env[key]) ?? present(fromFile[key]);
+    const path = present(env[`${key}${FILE_SUFFIX}`]) ?? present(fromFile[`${key}${FILE_SUFFIX}`]);
+    if (direct !== undefined && path !== undefined) {
+      throw new ConfigError(`${key} and ${key}${FILE_SUFFIX} are both set: give the setting one way only`);
+    }
+    if (path !== undefined) merged[key] = readSettingFile(key, path);
+    else if (direct !== undefined) merged[key] = direct;
   }
   const parsed = gatewayConfigSchema.safeParse(merged);
   if (!parsed.success) throw new ConfigError(`invalid configuration: ${describeIssues(parsed.error.issues)}`);
   return parsed.data;
 }
 
+function present(value: unknown): unknown {
+  return value === undefined || value === null || value === '' ? undefined : value;
+}
+
+/** A setting's value from its `_FILE`; the error names the file, never what it holds. */
+function readSettingFile(key: string, path: unknown): string {
+  if (typeof path !== 'string') throw new ConfigError(`${key}${FILE_SUFFIX} must be a file path`);
+  try {
+    return readFileSync(path, 'utf8').replace(/\r?\n$/, '');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new ConfigError(`cannot read ${key}${FILE_SUFFIX}=${path} (${code})`);
+  }
+}
+
 /**
- * The API keys of a configuration: key hash → tenant, from AQUEDUCT_GATEWAY_API_KEYS and the file
- * AQUEDUCT_GATEWAY_API_KEYS_FILE. At least one is required: a gateway nobody can call is a mistake, and
- * one anybody can call must never happen by omission.
- * @throws ConfigError naming the setting at fault
+ * The API keys of a configuration: key hash → tenant. At least one is required: a gateway nobody can
+ * call is a mistake, and one anybody can call must never happen by omission.
+ * @throws ConfigError naming the setting
  */
 export function apiKeyHashes(config: GatewayConfig): Map<string, string> {
   const hashes = new Map(Object.entries(config.AQUEDUCT_GATEWAY_API_KEYS ?? {}));
-  const file = config.AQUEDUCT_GATEWAY_API_KEYS_FILE;
-  if (file) {
-    let text: string;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch (error) {
-      throw new ConfigError(
-        `AQUEDUCT_GATEWAY_API_KEYS_FILE: cannot read ${file}: ${(error as Error).message}`,
-      );
-    }
-    const parsed = gatewayConfigSchema.shape.AQUEDUCT_GATEWAY_API_KEYS.safeParse(text);
-    if (!parsed.success) {
-      throw new ConfigError(
-        `AQUEDUCT_GATEWAY_API_KEYS_FILE (${file}): ${describeIssues(parsed.error.issues)}`,
-      );
-    }
-    for (const [hash, tenant] of Object.entries(parsed.data ?? {})) {
-      const existing = hashes.get(hash);
-      if (existing !== undefined && existing !== tenant) {
-        throw new ConfigError(
-          `AQUEDUCT_GATEWAY_API_KEYS_FILE: key ${hash.slice(0, 8)}… belongs to "${existing}" in AQUEDUCT_GATEWAY_API_KEYS and to "${tenant}" in ${file}`,
-        );
-      }
-      hashes.set(hash, tenant);
-    }
-  }
   if (hashes.size === 0) {
     throw new ConfigError(
       'AQUEDUCT_GATEWAY_API_KEYS: no API key configured; set it (or AQUEDUCT_GATEWAY_API_KEYS_FILE) to {"<sha256 hex>": "<tenant>"}; `aqueduct serve --hash-key KEY` prints a hash',

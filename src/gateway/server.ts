@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { Redis } from 'ioredis';
 import { createKafka } from '../kafka/client.ts';
+import { kafkaSecurity } from '../kafka/security.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { createLogger, type Logger } from '../log.ts';
+import { createRedis } from '../redis/client.ts';
 import { TenantAdmission } from './admission.ts';
 import { ApiKeys } from './api-keys.ts';
 import { buildGatewayApp } from './app.ts';
@@ -57,7 +58,7 @@ export async function startGateway(
   const overrides = tenantLimitOverrides(config);
   const limited = defaultLimit !== null || overrides.size > 0;
   const redis = limited
-    ? new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableAutoPipelining: true })
+    ? createRedis(config, { maxRetriesPerRequest: 1, enableAutoPipelining: true })
     : undefined;
   redis?.on('error', (error: Error) =>
     logger.warn({ err: { message: error.message } }, 'redis connection error'),
@@ -79,6 +80,7 @@ export async function startGateway(
     // Connecting gives up within about a second when the broker is down (the default retries for
     // half a minute): a request must get its 503 within AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS.
     extra: {
+      ...kafkaSecurity(config),
       connectionTimeout: 1000,
       requestTimeout: config.AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS,
       retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1000 },

@@ -179,17 +179,20 @@ describe('gateway: configuration', () => {
     expect(JSON.stringify(redactGatewayConfig(config))).not.toContain(hash);
   });
 
-  it('merges a key file, and refuses to start without any key', () => {
+  it('reads the keys from AQUEDUCT_GATEWAY_API_KEYS_FILE (as any setting from X_FILE), and refuses none or both', () => {
     const file = join(mkdtempSync(join(tmpdir(), 'aqueduct-keys-')), 'keys.json');
-    writeFileSync(file, JSON.stringify({ [hashApiKey('other')]: 'globex' }));
-    const config = loadGatewayConfig({
-      AQUEDUCT_GATEWAY_API_KEYS: JSON.stringify({ [hash]: 'acme' }),
-      AQUEDUCT_GATEWAY_API_KEYS_FILE: file,
-    });
-    expect(apiKeyHashes(config).size).toBe(2);
+    writeFileSync(file, `${JSON.stringify({ [hashApiKey('other')]: 'globex' })}\n`);
+    const config = loadGatewayConfig({ AQUEDUCT_GATEWAY_API_KEYS_FILE: file });
+    expect([...apiKeyHashes(config)]).toEqual([[hashApiKey('other'), 'globex']]);
     expect(() => apiKeyHashes(loadGatewayConfig({}))).toThrow(
       /AQUEDUCT_GATEWAY_API_KEYS: no API key configured/,
     );
+    expect(() =>
+      loadGatewayConfig({
+        AQUEDUCT_GATEWAY_API_KEYS: JSON.stringify({ [hash]: 'acme' }),
+        AQUEDUCT_GATEWAY_API_KEYS_FILE: file,
+      }),
+    ).toThrow(/AQUEDUCT_GATEWAY_API_KEYS and AQUEDUCT_GATEWAY_API_KEYS_FILE are both set/);
   });
 
   it.each([
