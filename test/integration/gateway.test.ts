@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Validator } from '@seriousme/openapi-schema-validator';
+import getPort from 'get-port';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeEvent } from '../../src/events/decode.ts';
 import { countMessages, readTopic } from '../../src/harness/topics.ts';
@@ -213,5 +214,24 @@ describe('gateway on real Kafka and Redis', () => {
     expect(metrics).toMatch(/^aqueduct_gateway_events_accepted_total \d+/m);
     expect(metrics).toMatch(/^aqueduct_gateway_requests_total\{status="429"\} [1-9]/m);
     expect(metrics).toMatch(/^aqueduct_gateway_kafka_write_duration_seconds_count\{outcome="ok"\} [1-9]/m);
+  });
+
+  it('answers 503 with Retry-After, writing nothing, when the admission limiter cannot reach Redis', async () => {
+    const port = await getPort({ host: '127.0.0.1' }); // nothing listens there
+    const noRedis = await startTestGateway({
+      keys: { [ACME]: 'acme' },
+      env: { REDIS_URL: `redis://127.0.0.1:${port}`, AQUEDUCT_TENANT_RATE: '100' },
+    });
+    try {
+      const answer = await noRedis.post(sampleEvent('r-1'), { key: ACME });
+      expect(answer.status).toBe(503);
+      expect(answer.headers.get('retry-after')).toBe('2');
+      expect(answer.headers.get('ratelimit-policy')).toBe('"tenant";q=100;w=1');
+      expect(answer.body.message).toContain('nothing was accepted');
+      expect((await fetch(`${noRedis.gateway.url}/readyz`)).status).toBe(503);
+      expect(await countMessages(noRedis.kafka, noRedis.topic)).toBe(0);
+    } finally {
+      await noRedis.close();
+    }
   });
 });
