@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { Redis } from 'ioredis';
 import { type Config, ConfigError, configReference, loadConfig, redactConfig } from '../config.ts';
@@ -165,16 +166,24 @@ export async function runConsumer(config: Config): Promise<void> {
     };
   });
   logger.info('shutting down');
+  const stopBy = Date.now() + config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS + 2000;
   const hardStop = setTimeout(() => {
     logger.error('shutdown bound exceeded; exiting');
     process.exit(1);
-  }, config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS + 2000).unref();
+  }, stopBy - Date.now()).unref();
   await app.stop();
-  // After the consumer: its last spans end while it drains; shutdown exports them.
-  await tracing.shutdown();
+  // After the consumer: its last spans end while it drains; shutdown exports them, within what is left
+  // of the bound (an unreachable collector must not turn a clean stop into a hard one).
+  const flushed = await Promise.race([
+    tracing.shutdown().then(() => true),
+    sleep(Math.max(0, stopBy - Date.now() - 500), false, { ref: false }),
+  ]);
+  if (!flushed) logger.warn('trace export did not finish in time; the last spans are lost');
   clearTimeout(hardStop);
   logger.info({ exitCode }, 'stopped');
   process.exitCode = exitCode;
+  // An export still hanging on an unreachable collector must not keep the process alive.
+  if (!flushed) process.exit(exitCode);
 }
 
 /** Where each provider's pushes go (for the CLIENT spans' server.address and server.port). */
