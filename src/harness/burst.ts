@@ -73,7 +73,11 @@ export interface BurstResult {
   seconds: number;
   /** Sum over providers of the rate Aqueduct was configured with (the providers' allowance with no limiter). */
   configuredRate: number;
-  /** Steady-state deliveries per second, summed over providers: counted after each provider's first `burst` deliveries, until its last. */
+  /**
+   * Steady-state deliveries per second, summed over providers: counted, for each provider, from the
+   * moment its burst allowance is spent (after its first `burst` deliveries, and once its bucket would be
+   * empty) until its last delivery.
+   */
   achievedRate: number;
   /** Delivered ÷ (provider burst + provider rate × elapsed), the lower of the two providers. */
   envelopeRatio: number;
@@ -282,11 +286,24 @@ function providerFigures(
   const first = arrivals[0] ?? 0;
   const last = arrivals.at(-1) ?? 0;
   const burst = options.provider.burst;
-  // Steady state: after the burst allowance is spent, until the last delivery.
-  const steadyStart = arrivals[burst];
+  const rate = options.provider.rate;
+  // Steady state begins once the burst allowance is spent: after the first `burst` deliveries, and not
+  // before the provider's bucket would be (all but 5%) empty. When the consumers start slower than the
+  // bucket drains, the first `burst` deliveries come before the allowance is spent, and the refill saved
+  // up meanwhile would otherwise be counted as rate.
+  let steadyIndex = burst;
+  while (steadyIndex < arrivals.length) {
+    const at = arrivals[steadyIndex] as number;
+    if (burst + rate * ((at - first) / 1000) - (steadyIndex + 1) <= burst * 0.05) break;
+    steadyIndex++;
+  }
+  // Never spent (the consumers were slower than the provider's rate throughout): count after the burst.
+  if (steadyIndex >= arrivals.length - 1) steadyIndex = burst;
+  const steadyStart = arrivals[steadyIndex];
+  const steadyCount = arrivals.length - 1 - steadyIndex;
   const achievedRate =
-    steadyStart !== undefined && last > steadyStart
-      ? (arrivals.length - 1 - burst) / ((last - steadyStart) / 1000)
+    steadyStart !== undefined && last > steadyStart && steadyCount > 0
+      ? steadyCount / ((last - steadyStart) / 1000)
       : 0;
   const envelope = burst + options.provider.rate * ((last - first) / 1000);
   return {
