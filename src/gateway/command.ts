@@ -4,6 +4,7 @@ import { createLogger } from '../log.ts';
 import { startTracing } from '../telemetry/tracing.ts';
 import { hashApiKey } from './api-keys.ts';
 import {
+  apiKeyHashes,
   type GatewayConfig,
   gatewayConfigReference,
   loadGatewayConfig,
@@ -44,6 +45,7 @@ export function registerServeCommand(program: Command): void {
       let config: GatewayConfig;
       try {
         config = loadGatewayConfig(process.env, flags.config);
+        apiKeyHashes(config); // no key at all: refuse before anything starts
       } catch (error) {
         if (error instanceof ConfigError) {
           console.error(`aqueduct serve: ${error.message}`);
