@@ -106,9 +106,13 @@ export class BatchProcessor {
     this.deps.observer.batchDone?.(batch, items.filter((item) => !state.isSettled(item.offset)).length);
   }
 
-  /** Forgets every partition (after a rebalance, or on shutdown): cancels resumes, un-pauses. */
-  reset(): void {
-    for (const state of this.partitions.values()) this.forget(state);
+  /**
+   * Forgets every partition: cancels the scheduled resumes and, after a rebalance, un-pauses the
+   * partitions (kafkajs keeps a pause across a rebalance). On shutdown (`unpause: false`) nothing is
+   * resumed: the consumer is stopping, and kafkajs refuses a resume once it has stopped.
+   */
+  reset(options: { unpause: boolean } = { unpause: true }): void {
+    for (const state of this.partitions.values()) this.forget(state, options.unpause);
     this.partitions.clear();
   }
 
@@ -433,10 +437,10 @@ export class BatchProcessor {
     this.deps.observer.paused?.(state.topic, state.partition, Math.max(0, wakeAt - Date.now()));
   }
 
-  private forget(state: PartitionState): void {
+  private forget(state: PartitionState, unpause: boolean): void {
     if (state.cancelResume) {
       state.cancelResume();
-      this.deps.resume(state.topic, state.partition);
+      if (unpause) this.deps.resume(state.topic, state.partition);
     }
     this.deps.observer.released?.(state.topic, state.partition);
   }

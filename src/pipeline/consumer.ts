@@ -193,8 +193,9 @@ export class NotificationConsumer {
       const { logger } = this.deps;
       const started = Date.now();
       const drain = (async () => {
+        // No resume timer may fire into a stopping consumer (kafkajs throws once it has stopped).
+        this.processor.reset({ unpause: false });
         await this.consumer.stop();
-        this.processor.reset();
         await this.consumer.disconnect();
         await Promise.all([...this.pools.values()].map((pool) => pool.close()));
         await this.producer.disconnect();
