@@ -108,7 +108,8 @@ export class LocalKafka {
       classpath,
     ];
     const started = Date.now();
-    if (!existsSync(join(dataDir, 'meta.properties'))) {
+    // Kafka writes meta.properties into its log directory once the storage is formatted.
+    if (!existsSync(join(dataDir, 'logs', 'meta.properties'))) {
       await run(java, [
         ...jvm,
         'kafka.tools.StorageTool',
