@@ -1,13 +1,15 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
-import { Redis } from 'ioredis';
 import { type Config, ConfigError, configReference, loadConfig, redactConfig } from '../config.ts';
 import type { Platform } from '../events/event.ts';
 import { createKafka } from '../kafka/client.ts';
+import { kafkaSecurity } from '../kafka/security.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { errorSummary, NotificationConsumer } from '../pipeline/consumer.ts';
+import { RestartSafeTokenSource } from '../pipeline/restart-guard.ts';
 import { createProviders } from '../providers/index.ts';
+import { createRedis } from '../redis/client.ts';
 import { type HealthServer, startHealthServer } from '../telemetry/http-server.ts';
 import { createMetrics, type Metrics, PipelineMetrics } from '../telemetry/metrics.ts';
 import { combineObservers } from '../telemetry/observers.ts';
@@ -82,7 +84,7 @@ export async function startConsumerApp(
   const pipelineMetrics = new PipelineMetrics(metrics.registry, {
     rates: { fcm: config.AQUEDUCT_FCM_RATE, apns: config.AQUEDUCT_APNS_RATE },
   });
-  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 2, enableAutoPipelining: true });
+  const redis = createRedis(config, { maxRetriesPerRequest: 2, enableAutoPipelining: true });
   redis.on('error', (error) => logger.warn({ err: errorSummary(error) }, 'redis connection error'));
   let consumer: NotificationConsumer | undefined;
   const health = await startHealthServer({
@@ -115,12 +117,24 @@ export async function startConsumerApp(
   let providers: ReturnType<typeof createProviders> | undefined;
   try {
     providers = createProviders(config, { maxInFlight: config.AQUEDUCT_SEND_CONCURRENCY });
-    const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: config.KAFKA_CLIENT_ID, logger });
+    const kafka = createKafka({
+      brokers: config.KAFKA_BROKERS,
+      clientId: config.KAFKA_CLIENT_ID,
+      logger,
+      extra: kafkaSecurity(config),
+    });
     consumer = await NotificationConsumer.start(config, {
       kafka,
       redis,
       providers,
-      tokenSource: limiter,
+      tokenSource: new RestartSafeTokenSource(limiter, redis, {
+        markerKey: `${config.AQUEDUCT_REDIS_PREFIX}:redis-epoch`,
+        onDataLoss: (buckets) =>
+          logger.warn(
+            { buckets },
+            'Redis lost its data: buckets emptied, sending resumes at the refill rate',
+          ),
+      }),
       logger,
       observer,
     });
