@@ -134,10 +134,37 @@ export class NotificationConsumer {
     this.consumer.on(events.REBALANCING, () => logger.info('rebalancing'));
     this.consumer.on(events.CRASH, ({ payload }) => {
       logger.error({ err: errorSummary(payload.error), restart: payload.restart }, 'consumer crashed');
+      if (payload.restart || this.stopping) return;
+      // kafkajs gives up for good when the broker is gone while it looks for the group coordinator
+      // (tulios/kafkajs#1630): a broker restart is not a reason for this process to die.
+      if (brokerUnreachable(payload.error)) {
+        this.joined = false; // not ready until it has joined again
+        this.restartAfterCrash(1);
+        return;
+      }
       // kafkajs restarts itself after a retriable crash; after any other, this member is dead weight in
       // the group: stop cleanly so the process exits and its supervisor starts a fresh one.
-      if (!payload.restart) this.onFatal?.(payload.error);
+      this.onFatal?.(payload.error);
     });
+    await this.startConsuming();
+  }
+
+  /** Starts the kafkajs consumer again after a crash it would not restart from, backing off up to 30 s. */
+  private restartAfterCrash(attempt: number): void {
+    const delayMs = Math.min(30_000, 1000 * 2 ** (attempt - 1));
+    this.deps.logger.warn({ attempt, delayMs }, 'broker unreachable: restarting the consumer');
+    setTimeout(() => {
+      if (this.stopping) return;
+      this.processor.reset();
+      this.startConsuming().catch((error: unknown) => {
+        this.deps.logger.warn({ err: errorSummary(error) }, 'consumer restart failed');
+        void this.consumer.disconnect().catch(() => {});
+        this.restartAfterCrash(attempt + 1);
+      });
+    }, delayMs);
+  }
+
+  private async startConsuming(): Promise<void> {
     await this.consumer.connect();
     await this.consumer.subscribe({ topics: [this.topics.main, this.topics.retry], fromBeginning: true });
     await this.consumer.run({
@@ -213,6 +240,26 @@ export class NotificationConsumer {
     })();
     return this.stopping;
   }
+}
+
+/**
+ * True for the crashes kafkajs does not restart from although a reachable broker would cure them: the
+ * group coordinator could not be found, or the cause is a connection that failed or closed.
+ */
+export function brokerUnreachable(error: unknown): boolean {
+  const transient = new Set([
+    'KafkaJSGroupCoordinatorNotFound',
+    'KafkaJSConnectionError',
+    'KafkaJSConnectionClosedError',
+    'KafkaJSRequestTimeoutError',
+    'KafkaJSBrokerNotFound',
+  ]);
+  let e: unknown = error;
+  for (let depth = 0; depth < 10 && e instanceof Error; depth++) {
+    if (transient.has(e.name) || /group coordinator/i.test(e.message)) return true;
+    e = (e as Error & { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /** An error as a log field: its name, message and retriable flag, never its full context. */
