@@ -1,0 +1,260 @@
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { type FaultResult, type FaultRunOptions, runFaultScenario } from '../src/harness/faults.ts';
+import { fuzzMessages } from '../src/harness/fuzz.ts';
+import { LocalKafka, LocalRedis } from '../src/services/index.ts';
+import { machine } from './machine.ts';
+
+/**
+ * `npm run bench -- faults`: fault injection on real processes, one scenario after another, each during
+ * a burst at a throttled rate (three `aqueduct consume` processes, a private Kafka broker process and a
+ * private redis-server started for the run, both provider simulators):
+ * - `killConsumer`: `kill -9` of one of the three consumers mid-burst;
+ * - `redisRestart`: redis-server stopped for 3 s and started again, empty;
+ * - `brokerRestart`: the Kafka broker process stopped (controlled shutdown) and started again;
+ * - `providerStorm`: 30% 5xx all along, and three 1 s storms of 429 with Retry-After;
+ * - `badInput`: fuzzed messages of every kind (see src/harness/fuzz.ts) mixed into valid traffic.
+ * Every count comes from the simulators and the topics (src/harness/ledger.ts); device tokens are looked
+ * for in every consumer log line and every span exported to a local OTLP/HTTP receiver.
+ */
+
+/** Each simulated provider: a rate this 2-core machine sustains with room to spare, so the limiter throttles. */
+export const PROVIDER = { rate: 250, burst: 500 };
+/**
+ * Aqueduct as configured for that provider: its rate, and its burst one second of rate under the
+ * provider's. The margin is for arrival jitter: tokens granted over an interval must not reach the
+ * provider in a shorter one. With the consumers, the broker, the simulators and span export sharing
+ * two cores, grants took up to about a second longer to arrive than others (see the README).
+ */
+export const AQUEDUCT = { rate: 250, burst: 250 };
+
+export const SCENARIOS = [
+  'killConsumer',
+  'redisRestart',
+  'brokerRestart',
+  'providerStorm',
+  'badInput',
+] as const;
+export type ScenarioName = (typeof SCENARIOS)[number];
+
+export interface FaultsBenchOptions {
+  scenarios: readonly ScenarioName[];
+  /** Valid events per scenario. */
+  events: number;
+  /** Bad messages in `badInput`. */
+  badMessages: number;
+  consumers: number;
+  partitions: number;
+  outDir: string;
+  log: (line: string) => void;
+}
+
+export type ScenarioResult = FaultResult & {
+  targets: Record<string, { target: string; value: number; met: boolean }>;
+};
+
+export interface FaultsBenchResult {
+  scenario: 'faults';
+  command: string;
+  machine: ReturnType<typeof machine>;
+  setup: Record<string, unknown>;
+  results: Partial<Record<ScenarioName, ScenarioResult>>;
+  allTargetsMet: boolean;
+}
+
+/** The targets of issue 9, per scenario. */
+export function targetsOf(name: ScenarioName, r: FaultResult): ScenarioResult['targets'] {
+  const duplicateLimit = name === 'killConsumer' ? Math.floor(r.delivered * 0.001) : 0;
+  const targets: ScenarioResult['targets'] = {
+    lost: { target: '= 0', value: r.lost, met: r.lost === 0 },
+    duplicates: {
+      target: name === 'killConsumer' ? `≤ 0.1% of delivered (${duplicateLimit})` : '= 0',
+      value: r.duplicates,
+      met: r.duplicates <= duplicateLimit,
+    },
+    consumerCrashes: { target: '= 0', value: r.consumerCrashes, met: r.consumerCrashes === 0 },
+    tokensInLogs: { target: '= 0', value: r.tokensInLogs, met: r.tokensInLogs === 0 },
+  };
+  if (name !== 'providerStorm') {
+    targets.provider429 = { target: '= 0', value: r.provider429, met: r.provider429 === 0 };
+  }
+  return targets;
+}
+
+export async function runFaultsBench(options: FaultsBenchOptions): Promise<FaultsBenchResult> {
+  const log = options.log;
+  // Private services: the broker is stopped mid-run and Redis is wiped, which no shared one may suffer.
+  const kafka = await LocalKafka.start({ log });
+  const redis = await LocalRedis.start();
+  const logDir = await mkdtemp(join(tmpdir(), 'aqueduct-bench-faults-'));
+  log(`logs: ${logDir}`);
+  const results: FaultsBenchResult['results'] = {};
+  try {
+    const common: Omit<FaultRunOptions, 'name'> = {
+      kafkaBrokers: kafka.brokers,
+      redisUrl: redis.url,
+      events: options.events,
+      partitions: options.partitions,
+      consumers: options.consumers,
+      provider: PROVIDER,
+      aqueduct: AQUEDUCT,
+      deadTokenRatio: 0.01,
+      // Past the burst, into the throttled stream.
+      injectAfterDelivered: Math.round(AQUEDUCT.burst * 2 + options.events * 0.15),
+      // A consumer killed without leaving holds its partitions this long (the default is 30 s).
+      env: { AQUEDUCT_SESSION_TIMEOUT_MS: '10000', AQUEDUCT_ACQUIRE_CHUNK: '16' },
+      logDir,
+      log,
+    };
+    const scenarios: Record<ScenarioName, () => Promise<FaultResult>> = {
+      killConsumer: () =>
+        runFaultScenario({
+          ...common,
+          name: 'killConsumer',
+          inject: async ({ consumers, log: say }) => {
+            const victim = consumers[1];
+            if (!victim) return;
+            await victim.kill();
+            say(`  kill -9 ${victim.name}`);
+          },
+        }),
+      redisRestart: () =>
+        runFaultScenario({
+          ...common,
+          name: 'redisRestart',
+          inject: async ({ log: say }) => {
+            await redis.stop();
+            say('  redis-server stopped');
+            await sleep(3000);
+            await redis.restart(); // empty: nothing is persisted
+            say('  redis-server started again, empty');
+          },
+        }),
+      brokerRestart: () =>
+        runFaultScenario({
+          ...common,
+          name: 'brokerRestart',
+          inject: async ({ log: say }) => {
+            await kafka.halt();
+            say('  Kafka broker stopped');
+            await sleep(2000);
+            await kafka.resume();
+            say('  Kafka broker started again');
+          },
+        }),
+      providerStorm: () =>
+        runFaultScenario({
+          ...common,
+          name: 'providerStorm',
+          faults: { error500: 0.15, error503: 0.15 },
+          inject: async ({ simulators, log: say }) => {
+            for (let storm = 0; storm < 3; storm++) {
+              for (const simulator of [simulators.fcm, simulators.apns]) {
+                simulator.setFaults({ storm: { retryAfterSeconds: 1 } });
+              }
+              say('  429 storm (Retry-After: 1)');
+              await sleep(1000);
+              for (const simulator of [simulators.fcm, simulators.apns]) simulator.setFaults({ storm: null });
+              await sleep(2500);
+            }
+          },
+        }),
+      badInput: () =>
+        runFaultScenario({
+          ...common,
+          name: 'badInput',
+          badMessages: fuzzMessages({ count: options.badMessages, idPrefix: 'fuzz' }),
+          injectAfterDelivered: 0,
+        }),
+    };
+    for (const name of options.scenarios) {
+      log(`== ${name}`);
+      const result = await scenarios[name]();
+      results[name] = { ...result, targets: targetsOf(name, result) };
+      log(`  ${name}: ${JSON.stringify(result)}`);
+    }
+  } finally {
+    await kafka.stop();
+    await redis.dispose();
+  }
+  const result: FaultsBenchResult = {
+    scenario: 'faults',
+    command: 'npm run bench -- faults',
+    machine: machine(),
+    setup: {
+      eventsPerScenario: options.events,
+      badMessages: options.badMessages,
+      consumers: options.consumers,
+      partitions: options.partitions,
+      provider: PROVIDER,
+      aqueductConfig: AQUEDUCT,
+      deadTokenRatio: 0.01,
+      sessionTimeoutMs: 10_000,
+      spans: 'every span exported over OTLP/HTTP (json) to a local receiver and scanned',
+    },
+    results,
+    allTargetsMet: Object.values(results).every((r) => Object.values(r.targets).every((t) => t.met)),
+  };
+  await mkdir(options.outDir, { recursive: true });
+  await writeFile(join(options.outDir, 'faults.json'), `${JSON.stringify(result, null, 2)}\n`);
+  return result;
+}
+
+const FIGURES = [
+  'published',
+  'delivered',
+  'deadLettered',
+  'invalidTokens',
+  'lost',
+  'duplicates',
+  'provider429',
+  'consumerCrashes',
+  'tokensInLogs',
+  'seconds',
+] as const;
+
+/** The table printed after a run (and rendered into the README by bench/readme.ts). */
+export function faultsTable(result: FaultsBenchResult): string {
+  const names = SCENARIOS.filter((name) => result.results[name]);
+  const rows = FIGURES.map((figure) => {
+    const cells = names.map((name) => {
+      const r = result.results[name] as ScenarioResult;
+      const target = r.targets[figure];
+      return `${r[figure]}${target && !target.met ? ' ✗' : ''}`;
+    });
+    return `| ${figure} | ${cells.join(' | ')} |`;
+  });
+  return [
+    `| figure | ${names.join(' | ')} |`,
+    `| --- | ${names.map(() => '---:').join(' | ')} |`,
+    ...rows,
+  ].join('\n');
+}
+
+export const RESULTS_DIR = fileURLToPath(new URL('./results/', import.meta.url));
+
+export async function main(): Promise<void> {
+  const only = (process.env.BENCH_FAULTS_SCENARIOS ?? '').split(',').filter(Boolean);
+  const unknown = only.filter((name) => !(SCENARIOS as readonly string[]).includes(name));
+  if (unknown.length > 0) throw new Error(`BENCH_FAULTS_SCENARIOS: unknown ${unknown.join(', ')}`);
+  const result = await runFaultsBench({
+    scenarios: only.length > 0 ? (only as ScenarioName[]) : SCENARIOS,
+    events: Number(process.env.BENCH_FAULTS_EVENTS ?? 4000),
+    badMessages: Number(process.env.BENCH_FAULTS_BAD ?? 3000),
+    consumers: 3,
+    partitions: 6,
+    outDir: RESULTS_DIR,
+    log: (line) => console.error(line),
+  });
+  console.log(faultsTable(result));
+  for (const [name, r] of Object.entries(result.results)) {
+    for (const [figure, t] of Object.entries(r.targets)) {
+      if (!t.met) console.log(`MISSED ${name}.${figure} ${t.target}: ${t.value}`);
+    }
+    for (const note of r.notes) console.log(`  ${name}: ${note}`);
+  }
+  console.log(result.allTargetsMet ? 'all targets met' : 'some targets missed');
+}
