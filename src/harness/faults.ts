@@ -78,6 +78,11 @@ export interface FaultResult {
   seconds: number;
   /** Seconds from the first consumer start to the fault (null: no fault). */
   faultAtSeconds: number | null;
+  /**
+   * For each duplicated event, when its first copy reached a provider, in ms after the fault started
+   * (negative: before). A kill can only duplicate what the killed process had already sent.
+   */
+  duplicateFirstArrivalsAfterFaultMs: number[];
   /** Where the first leaks were seen (never the tokens), and the first lost messages. */
   notes: string[];
 }
@@ -253,6 +258,8 @@ export async function runFaultScenario(options: FaultRunOptions): Promise<FaultR
       logLines,
       seconds: Math.round(seconds * 10) / 10,
       faultAtSeconds: faultAt === null ? null : Math.round((faultAt - started) / 100) / 10,
+      duplicateFirstArrivalsAfterFaultMs:
+        faultAt === null ? [] : duplicated.map(([, entry]) => Math.min(...entry.ms) - (faultAt - started)),
       notes: [
         ...[...inLogs.findings().where, ...inSpans.findings().where].map((w) => `token seen in ${w}`),
         ...ledger.lostSamples.map((l) => `lost ${l}`),

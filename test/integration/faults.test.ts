@@ -1,0 +1,99 @@
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { type FaultResult, type FaultRunOptions, runFaultScenario } from '../../src/harness/faults.ts';
+import { FUZZ_KINDS, fuzzMessages } from '../../src/harness/fuzz.ts';
+import { LocalRedis } from '../../src/services/index.ts';
+
+/**
+ * Smoke versions of the fault bench (npm run bench -- faults) on the suite's broker: a few hundred
+ * events, two consumer processes, a private redis-server (restarted by one of them). The assertions are
+ * the bench's targets; no timings. Span export is left to the observability tests (it slows the
+ * consumers' start); the logs are scanned for tokens here.
+ */
+
+let redis: LocalRedis;
+let logDir: string;
+beforeAll(async () => {
+  redis = await LocalRedis.start();
+  logDir = await mkdtemp(join(tmpdir(), 'aqueduct-faults-test-'));
+});
+afterAll(async () => {
+  await redis?.dispose();
+});
+
+function options(name: string): FaultRunOptions {
+  return {
+    name,
+    kafkaBrokers: inject('kafkaBrokers'),
+    redisUrl: redis.url,
+    events: 400,
+    partitions: 4,
+    consumers: 2,
+    // Throttled: after the first 100 the 400 events take seconds, so the fault lands mid-stream.
+    provider: { rate: 60, burst: 100 },
+    aqueduct: { rate: 60, burst: 50 },
+    deadTokenRatio: 0.02,
+    injectAfterDelivered: 200,
+    env: {
+      AQUEDUCT_SESSION_TIMEOUT_MS: '6000',
+      AQUEDUCT_ACQUIRE_CHUNK: '16',
+      AQUEDUCT_SHUTDOWN_TIMEOUT_MS: '10000',
+    },
+    exportSpans: false,
+    logDir,
+    timeoutMs: 50_000,
+  };
+}
+
+function expectNothingLostOrLeaked(result: FaultResult): void {
+  expect(result.notes).toEqual([]);
+  expect(result.lost).toBe(0);
+  expect(result.consumerCrashes).toBe(0);
+  expect(result.tokensInLogs).toBe(0);
+  expect(result.logLines).toBeGreaterThan(0);
+}
+
+describe('faults (smoke runs of npm run bench -- faults)', () => {
+  it('killConsumer: kill -9 of one of two consumers loses nothing; only what it had sent is pushed twice', async () => {
+    const result = await runFaultScenario({
+      ...options('killConsumer'),
+      inject: async ({ consumers }) => {
+        await consumers[1]?.kill();
+      },
+    });
+    expectNothingLostOrLeaked(result);
+    expect(result.faultAtSeconds).not.toBeNull();
+    expect(result.delivered + result.deadLettered + result.invalidTokens).toBeGreaterThanOrEqual(400);
+    expect(result.provider429).toBe(0);
+    // A duplicate is an event the killed process had pushed before it died, never one pushed after.
+    for (const afterFaultMs of result.duplicateFirstArrivalsAfterFaultMs)
+      expect(afterFaultMs).toBeLessThan(1000);
+  });
+
+  it('redisRestart: Redis stopped and started again empty: nothing lost, nothing pushed twice, no 429', async () => {
+    const result = await runFaultScenario({
+      ...options('redisRestart'),
+      inject: async () => {
+        await redis.stop();
+        await sleep(1000);
+        await redis.restart();
+      },
+    });
+    expectNothingLostOrLeaked(result);
+    expect(result.duplicates).toBe(0);
+    expect(result.provider429).toBe(0);
+  });
+
+  it('badInput: every kind of bad message is dead-lettered, the valid ones delivered, nothing leaks', async () => {
+    const bad = fuzzMessages({ count: 2 * FUZZ_KINDS.length, idPrefix: 'fuzz', hugeValues: 1 });
+    const result = await runFaultScenario({ ...options('badInput'), events: 300, badMessages: bad });
+    expectNothingLostOrLeaked(result);
+    expect(result.published).toBe(300 + bad.length);
+    expect(result.deadLettered).toBe(bad.length);
+    expect(result.duplicates).toBe(0);
+    expect(result.provider429).toBe(0);
+  });
+});
