@@ -4,6 +4,7 @@ import { registerConsumeCommand } from './consume/command.ts';
 import { registerServeCommand } from './gateway/command.ts';
 import { registerInspectCommand } from './inspect/command.ts';
 import { registerPublishCommand } from './publish/command.ts';
+import { registerReplayCommand } from './replay/command.ts';
 import { registerServicesCommand } from './services/command.ts';
 import { SetupError } from './services/errors.ts';
 import { registerSimulateCommand } from './simulators/command.ts';
@@ -21,6 +22,7 @@ const program = new Command('aqueduct')
 registerConsumeCommand(program);
 registerInspectCommand(program);
 registerPublishCommand(program);
+registerReplayCommand(program);
 registerServeCommand(program);
 registerServicesCommand(program);
 registerSimulateCommand(program);

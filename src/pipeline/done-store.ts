@@ -12,6 +12,7 @@ const script = (name: string) => readFileSync(new URL(`../../lua/${name}.lua`, i
 interface DoneCommands {
   aqDoneCheck(...args: [number, ...string[]]): Promise<string[]>;
   aqDoneMark(...args: [number, ...Array<string | number>]): Promise<number>;
+  aqDoneForget(...args: [number, ...string[]]): Promise<number>;
 }
 
 /** Options of {@link DoneStore}. */
@@ -40,6 +41,7 @@ export class DoneStore {
   constructor(redis: Redis, options: DoneStoreOptions) {
     redis.defineCommand('aqDoneCheck', { lua: script('done-check') });
     redis.defineCommand('aqDoneMark', { lua: script('done-mark') });
+    redis.defineCommand('aqDoneForget', { lua: script('done-forget') });
     this.redis = redis as Redis & DoneCommands;
     this.options = { maxKeysPerCall: 1000, ...options };
   }
@@ -61,6 +63,19 @@ export class DoneStore {
       });
     }
     return found;
+  }
+
+  /**
+   * Forgets that these events were dead-lettered (marks of other outcomes stay), so that replayed
+   * copies are processed rather than skipped as duplicates. Resolves with the number forgotten.
+   */
+  async forgetDeadLettered(ids: readonly string[]): Promise<number> {
+    let removed = 0;
+    for (let start = 0; start < ids.length; start += this.options.maxKeysPerCall) {
+      const slice = ids.slice(start, start + this.options.maxKeysPerCall);
+      removed += await this.redis.aqDoneForget(slice.length, ...slice.map((id) => this.key(id)));
+    }
+    return removed;
   }
 
   /** True when this process itself marked `id` recently. */

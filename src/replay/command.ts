@@ -1,0 +1,87 @@
+import type { Command } from 'commander';
+import { ConfigError, loadConfig, topicsOf } from '../config.ts';
+import { createKafka } from '../kafka/client.ts';
+import { kafkaSecurity } from '../kafka/security.ts';
+import { DoneStore } from '../pipeline/done-store.ts';
+import { createRedis } from '../redis/client.ts';
+import { type ReplaySummary, replayDeadLetters } from './replay.ts';
+
+interface ReplayFlags {
+  kind?: string;
+  fromBeginning: boolean;
+  dryRun: boolean;
+  config?: string;
+  quiet: boolean;
+}
+
+/**
+ * `aqueduct replay`: republishes the dead-letter topic into the main topic (see replayDeadLetters), with
+ * the consumer's own settings (brokers, SASL/TLS, Redis, topic, group, key prefix).
+ */
+export function registerReplayCommand(program: Command): void {
+  program
+    .command('replay')
+    .description('republish dead letters (<topic>.dlq) to the main topic, original key, value and headers')
+    .option('--kind <kinds>', 'only these reason kinds, comma-separated (e.g. max-attempts,rejected)')
+    .option('--from-beginning', 'read the dead-letter topic from its start, not from the last replay', false)
+    .option('--dry-run', 'count what would be replayed; publish and change nothing', false)
+    .option('--config <file>', 'JSON file with the consumer settings (environment variables win)')
+    .option('-q, --quiet', 'no progress output', false)
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Reads the consumer settings (KAFKA_*, REDIS_*, AQUEDUCT_TOPIC, AQUEDUCT_GROUP_ID, AQUEDUCT_REDIS_PREFIX).',
+        'Progress is remembered in the consumer group <AQUEDUCT_GROUP_ID>.replay: a second replay goes on',
+        'after the first. Reason kinds: empty, too-large, invalid-utf8, invalid-json, unknown-schema-version,',
+        'invalid-event, rejected, max-attempts. too-large dead letters keep no value and are not replayable.',
+      ].join('\n'),
+    )
+    .action(async (flags: ReplayFlags) => {
+      let config: ReturnType<typeof loadConfig>;
+      try {
+        config = loadConfig(process.env, flags.config);
+      } catch (error) {
+        if (error instanceof ConfigError) {
+          console.error(`aqueduct replay: ${error.message}`);
+          process.exit(2);
+        }
+        throw error;
+      }
+      const kafka = createKafka({
+        brokers: config.KAFKA_BROKERS,
+        clientId: `${config.KAFKA_CLIENT_ID}-replay`,
+        extra: kafkaSecurity(config),
+      });
+      const redis = createRedis(config, { maxRetriesPerRequest: 2 });
+      redis.on('error', () => {}); // reported where a command fails
+      const topics = topicsOf(config);
+      const progress = (s: ReplaySummary) => {
+        if (!flags.quiet)
+          console.error(`read ${s.read}, ${flags.dryRun ? 'would replay' : 'replayed'} ${s.replayed}`);
+      };
+      try {
+        const summary = await replayDeadLetters({
+          kafka,
+          topics,
+          doneStore: new DoneStore(redis, {
+            prefix: config.AQUEDUCT_REDIS_PREFIX,
+            ttlSeconds: config.AQUEDUCT_DEDUPE_TTL_SECONDS,
+          }),
+          groupId: `${config.AQUEDUCT_GROUP_ID}.replay`,
+          kinds: flags.kind
+            ?.split(',')
+            .map((k) => k.trim())
+            .filter(Boolean),
+          fromBeginning: flags.fromBeginning,
+          dryRun: flags.dryRun,
+          onProgress: progress,
+        });
+        console.log(
+          JSON.stringify({ from: topics.deadLetter, to: topics.main, dryRun: flags.dryRun, ...summary }),
+        );
+      } finally {
+        redis.disconnect();
+      }
+    });
+}

@@ -1,0 +1,209 @@
+import type { Admin, IHeaders, Kafka, Message } from 'kafkajs';
+import type { Topics } from '../config.ts';
+import { HEADER, headerString } from '../kafka/headers.ts';
+import type { DoneStore } from '../pipeline/done-store.ts';
+
+/** Options of {@link replayDeadLetters}. */
+export interface ReplayOptions {
+  kafka: Kafka;
+  topics: Topics;
+  /** Forgets the dead-letter marks of replayed event ids (else the consumer skips them as duplicates). */
+  doneStore: DoneStore;
+  /** The consumer group that remembers how far the dead-letter topic has been replayed. */
+  groupId: string;
+  /** Replay only dead letters with these reason kinds (`aqueduct-reason-kind`); empty: all. */
+  kinds?: readonly string[];
+  /** Read the dead-letter topic from its start, not from where the last replay stopped. */
+  fromBeginning?: boolean;
+  /** Count what would be replayed; publish nothing, forget nothing, remember nothing. */
+  dryRun?: boolean;
+  /** Messages per produce request. Default 500. */
+  batchSize?: number;
+  /** Called after each batch with the counts so far. */
+  onProgress?: (summary: ReplaySummary) => void;
+}
+
+/** What a replay did (or, with `dryRun`, would do). */
+export interface ReplaySummary {
+  /** Dead letters read (up to the end of the topic when the replay started). */
+  read: number;
+  /** Republished to the main topic. */
+  replayed: number;
+  /** Left out by the kind filter. */
+  filtered: number;
+  /** Not replayable: the dead letter kept no value (`too-large`: the original is at its origin). */
+  withoutValue: number;
+  /** Dead-letter marks forgotten in Redis, so the replayed events are not skipped as duplicates. */
+  marksForgotten: number;
+  /** Read per reason kind. */
+  byKind: Record<string, number>;
+}
+
+/**
+ * Replays the dead-letter topic (`<topic>.dlq`) into the main topic: every dead letter up to the end of
+ * the topic as it is when the replay starts, optionally only some reason kinds, each republished with
+ * its original key and value and its original headers minus Aqueduct's own (`aqueduct-*`: reason,
+ * attempt, origin), so that it starts over as a new event. Before a batch is published, the
+ * dead-letter marks of its event ids are forgotten in Redis (the consumer would otherwise skip them as
+ * already done); marks of any other outcome stay, so an event delivered meanwhile is not pushed twice.
+ *
+ * Progress is committed to the consumer group `groupId` after each published batch, so a second replay
+ * goes on after the last one (`fromBeginning` starts over). A dry run commits nothing.
+ */
+export async function replayDeadLetters(options: ReplayOptions): Promise<ReplaySummary> {
+  const { kafka, topics } = options;
+  const summary: ReplaySummary = {
+    read: 0,
+    replayed: 0,
+    filtered: 0,
+    withoutValue: 0,
+    marksForgotten: 0,
+    byKind: {},
+  };
+  const kinds = new Set(options.kinds ?? []);
+  const admin = kafka.admin();
+  await admin.connect();
+  let end: Map<number, bigint>;
+  let start: Map<number, bigint>;
+  try {
+    if (options.fromBeginning && !options.dryRun) {
+      await admin.resetOffsets({ groupId: options.groupId, topic: topics.deadLetter, earliest: true });
+    }
+    end = await highWatermarks(admin, topics.deadLetter);
+    start = options.fromBeginning
+      ? await lowWatermarks(admin, topics.deadLetter)
+      : await committedOrLow(admin, options.groupId, topics.deadLetter);
+  } finally {
+    await admin.disconnect();
+  }
+  const remaining = new Map([...end].filter(([partition, high]) => high > (start.get(partition) ?? 0n)));
+  if (remaining.size === 0) return summary;
+
+  const producer = options.dryRun
+    ? undefined
+    : kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+  await producer?.connect();
+  // A dry run reads with a group of its own, so that it never moves the real group's offsets.
+  const groupId = options.dryRun
+    ? `${options.groupId}-dry-run-${process.pid}-${Date.now()}`
+    : options.groupId;
+  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200, allowAutoTopicCreation: false });
+  await consumer.connect();
+  await consumer.subscribe({ topic: topics.deadLetter, fromBeginning: true });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      consumer
+        .run({
+          autoCommit: false,
+          eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+            const last = remaining.get(batch.partition);
+            if (last === undefined) return;
+            const first = start.get(batch.partition) ?? 0n;
+            const out: Array<{ message: Message; id: string | undefined }> = [];
+            let through: string | undefined;
+            for (const message of batch.messages) {
+              if (BigInt(message.offset) >= last) break;
+              through = message.offset;
+              // A dry run reads with a group of its own from the start: skip what was replayed before.
+              if (BigInt(message.offset) < first) continue;
+              summary.read++;
+              const kind = headerString(message.headers, HEADER.reasonKind) ?? 'unknown';
+              summary.byKind[kind] = (summary.byKind[kind] ?? 0) + 1;
+              if (kinds.size > 0 && !kinds.has(kind)) {
+                summary.filtered++;
+                continue;
+              }
+              if (message.value === null) {
+                summary.withoutValue++;
+                continue;
+              }
+              out.push({
+                message: {
+                  key: message.key,
+                  value: message.value,
+                  headers: withoutAqueductHeaders(message.headers),
+                },
+                id: eventIdOf(message.value),
+              });
+            }
+            const batchSize = options.batchSize ?? 500;
+            for (let i = 0; i < out.length; i += batchSize) {
+              const part = out.slice(i, i + batchSize);
+              if (producer) {
+                const ids = part.flatMap((entry) => (entry.id === undefined ? [] : [entry.id]));
+                summary.marksForgotten += await options.doneStore.forgetDeadLettered(ids);
+                await producer.send({
+                  topic: topics.main,
+                  messages: part.map((entry) => entry.message),
+                  acks: -1,
+                });
+              }
+              summary.replayed += part.length;
+              options.onProgress?.(summary);
+              await heartbeat();
+            }
+            if (through !== undefined) {
+              resolveOffset(through);
+              if (!options.dryRun) {
+                await consumer.commitOffsets([
+                  { topic: batch.topic, partition: batch.partition, offset: String(BigInt(through) + 1n) },
+                ]);
+              }
+            }
+            if (through === undefined || BigInt(through) + 1n >= last) remaining.delete(batch.partition);
+            if (remaining.size === 0) resolve();
+          },
+        })
+        .catch(reject);
+    });
+  } finally {
+    await consumer.disconnect();
+    await producer?.disconnect();
+    if (options.dryRun) {
+      const cleanup = kafka.admin();
+      await cleanup.connect();
+      await cleanup.deleteGroups([groupId]).catch(() => {});
+      await cleanup.disconnect();
+    }
+  }
+  return summary;
+}
+
+/** The headers of a dead letter without Aqueduct's own (`aqueduct-*`): what the producer sent. */
+export function withoutAqueductHeaders(headers: IHeaders | undefined): IHeaders {
+  const out: IHeaders = {};
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    if (!name.startsWith('aqueduct-') && value !== undefined) out[name] = value;
+  }
+  return out;
+}
+
+function eventIdOf(value: Buffer): string | undefined {
+  try {
+    const parsed = JSON.parse(value.toString('utf8')) as { id?: unknown };
+    return typeof parsed?.id === 'string' ? parsed.id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function highWatermarks(admin: Admin, topic: string): Promise<Map<number, bigint>> {
+  const offsets = await admin.fetchTopicOffsets(topic);
+  return new Map(offsets.map((p) => [p.partition, BigInt(p.high)]));
+}
+
+async function lowWatermarks(admin: Admin, topic: string): Promise<Map<number, bigint>> {
+  const offsets = await admin.fetchTopicOffsets(topic);
+  return new Map(offsets.map((p) => [p.partition, BigInt(p.low)]));
+}
+
+/** Where the group stopped in each partition (its committed offset), or the partition's start. */
+async function committedOrLow(admin: Admin, groupId: string, topic: string): Promise<Map<number, bigint>> {
+  const low = await lowWatermarks(admin, topic);
+  const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+  for (const p of committed?.partitions ?? []) {
+    const offset = BigInt(p.offset);
+    if (offset >= 0n && offset > (low.get(p.partition) ?? 0n)) low.set(p.partition, offset);
+  }
+  return low;
+}
