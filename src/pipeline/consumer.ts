@@ -73,7 +73,7 @@ export class NotificationConsumer {
         maxHeaderBytes: config.AQUEDUCT_MAX_HEADER_BYTES,
         maxAttempts: config.AQUEDUCT_MAX_ATTEMPTS,
         retryBaseMs: config.AQUEDUCT_RETRY_BASE_MS,
-        maxPerStep: Math.max(config.AQUEDUCT_SEND_CONCURRENCY * 8, 500),
+        maxPerStep: 2000,
         failOpen: config.AQUEDUCT_LIMITER_FAILURE_POLICY === 'open',
       },
     );
