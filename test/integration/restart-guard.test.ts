@@ -1,0 +1,57 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TokenBucketLimiter } from '../../src/limiter/index.ts';
+import { RestartSafeTokenSource } from '../../src/pipeline/restart-guard.ts';
+import { LocalRedis } from '../../src/services/index.ts';
+
+/** After Redis lost its data, the buckets resume empty (at the refill rate), not with a full burst. */
+
+let server: LocalRedis;
+let client: Redis;
+beforeAll(async () => {
+  server = await LocalRedis.start();
+  client = new Redis(server.url, { maxRetriesPerRequest: 1, retryStrategy: () => 100 });
+  client.on('error', () => {});
+});
+afterAll(async () => {
+  client?.disconnect();
+  await server?.dispose();
+});
+
+describe('RestartSafeTokenSource', () => {
+  it('empties the buckets once after Redis restarted empty; a reconnect without data loss changes nothing', async () => {
+    const bucket = { name: 'fcm', rate: 10, capacity: 100 };
+    const losses: string[][] = [];
+    const limiter = new TokenBucketLimiter(client, { keyPrefix: 'guard' });
+    const source = new RestartSafeTokenSource(limiter, client, {
+      markerKey: 'guard:redis-epoch',
+      onDataLoss: (buckets) => losses.push([...buckets]),
+    });
+    expect((await source.acquire([bucket], 100)).granted).toBe(100); // a new bucket starts full
+
+    // Reconnected, data intact: nothing is emptied.
+    client.disconnect(true);
+    await waitReady(client);
+    await sleep(200);
+    expect((await source.acquire([bucket], 100)).granted).toBeLessThan(10);
+    expect(losses).toEqual([]);
+
+    // Restarted empty: a plain limiter would grant a full burst again; this one starts from nothing.
+    await server.restart();
+    await waitReady(client);
+    const afterRestart = await source.acquire([bucket], 100);
+    expect(afterRestart.granted).toBeLessThan(10);
+    expect(losses).toEqual([['fcm']]);
+    expect((await limiter.acquire([{ ...bucket, name: 'apns' }], 100)).granted).toBe(100);
+  });
+});
+
+async function waitReady(redis: Redis): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (redis.status !== 'ready') {
+    if (Date.now() > deadline) throw new Error(`redis not ready: ${redis.status}`);
+    if (redis.status === 'end') await redis.connect().catch(() => {});
+    await sleep(50);
+  }
+}
