@@ -1,0 +1,32 @@
+import {
+  KafkaJSConnectionError,
+  KafkaJSGroupCoordinatorNotFound,
+  KafkaJSNonRetriableError,
+  KafkaJSServerDoesNotSupportApiKey,
+} from 'kafkajs';
+import { describe, expect, it } from 'vitest';
+import { brokerUnreachable } from '../../src/pipeline/consumer.ts';
+
+/** Which kafkajs crashes the consumer restarts from in-process (a broker restart) and which end it. */
+describe('brokerUnreachable', () => {
+  it('is true for the coordinator lookup that failed while the broker was gone, however wrapped', () => {
+    // kafkajs' runtime constructors take a message (its typings say otherwise for this one).
+    const Lookup = KafkaJSGroupCoordinatorNotFound as unknown as new (message: string) => Error;
+    const lookup = new Lookup('Failed to find group coordinator');
+    expect(brokerUnreachable(lookup)).toBe(true);
+    // What the consumer's crash event carries: the retrier's wrapper, the lookup as its cause.
+    expect(brokerUnreachable(Object.assign(new KafkaJSNonRetriableError(lookup), { cause: lookup }))).toBe(
+      true,
+    );
+    const refused = new KafkaJSConnectionError('Connection error: connect ECONNREFUSED 127.0.0.1:9092');
+    expect(brokerUnreachable(Object.assign(new KafkaJSNonRetriableError(refused), { cause: refused }))).toBe(
+      true,
+    );
+  });
+
+  it('is false for crashes a restart cannot cure', () => {
+    expect(brokerUnreachable(new KafkaJSServerDoesNotSupportApiKey('unsupported'))).toBe(false);
+    expect(brokerUnreachable(new Error('SASL SCRAM SHA512 authentication failed'))).toBe(false);
+    expect(brokerUnreachable('a string')).toBe(false);
+  });
+});
