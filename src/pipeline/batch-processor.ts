@@ -45,6 +45,14 @@ function isKafkaJsError(error: unknown): boolean {
   return error instanceof Error && error.name.startsWith('KafkaJS');
 }
 
+/**
+ * How long after a partition is assigned its done-marks are read again right before each send: longer
+ * than the previous owner may go on sending without knowing it lost the partition (until its next
+ * heartbeat, which follows the step it is in: normally well under a second, seconds when the provider
+ * is slow). A step slower than that (an APNs request gives up after 10 s) can still overlap.
+ */
+const RECHECK_AFTER_ASSIGNMENT_MS = 10_000;
+
 /** What one step of a batch did. */
 interface StepResult {
   finished: number;
@@ -128,6 +136,7 @@ export class BatchProcessor {
     let state = this.partitions.get(key);
     if (!state) {
       state = new PartitionState(topic, partition);
+      state.recheckUntil = Date.now() + RECHECK_AFTER_ASSIGNMENT_MS;
       this.partitions.set(key, state);
     }
     return state;
@@ -234,7 +243,7 @@ export class BatchProcessor {
       }),
     );
 
-    const sent = await this.send(toSend);
+    const sent = await this.send(await this.recheckBeforeSend(state, toSend, finished));
     for (const { item, event, outcome } of sent) {
       finished.push(item);
       const origin = { topic: state.topic, partition: state.partition, offset: item.offset };
@@ -307,6 +316,42 @@ export class BatchProcessor {
     for (const item of finished) state.finished.add(item.offset);
     this.deps.observer.settled?.(finished, state.topic, state.partition);
     return { finished: finished.length, starved };
+  }
+
+  /**
+   * A member whose session expired (cut off from the broker longer than the session timeout) goes on
+   * with the step it is in until its next heartbeat tells it the partition has moved. What it delivers
+   * after the new owner's dedupe check (made when the batch was fetched) would be pushed twice: a fault
+   * run with a 12 s broker outage pushed one step's worth (62 events) twice, half a second apart. So,
+   * for a while after an assignment, the marks are read again right before sending (one Redis call per
+   * step, only in that window); what is marked by now is skipped. Its tokens are not given back.
+   */
+  private async recheckBeforeSend(
+    state: PartitionState,
+    toSend: Array<{ item: Item; event: NotificationEvent }>,
+    finished: Item[],
+  ): Promise<Array<{ item: Item; event: NotificationEvent }>> {
+    if (toSend.length === 0 || Date.now() > state.recheckUntil) return toSend;
+    let done: Map<string, string>;
+    try {
+      done = await this.deps.doneStore.check(toSend.map((entry) => entry.item.dedupeKey));
+    } catch (error) {
+      if (!this.options.failOpen) throw error;
+      this.deps.observer.markFailed?.(error, toSend.length);
+      return toSend;
+    }
+    const keep: Array<{ item: Item; event: NotificationEvent }> = [];
+    for (const entry of toSend) {
+      const outcome = done.get(entry.item.dedupeKey);
+      if (outcome === undefined) {
+        keep.push(entry);
+        continue;
+      }
+      entry.item.alreadyDone = outcome;
+      this.deps.observer.duplicateSkipped?.(entry.item);
+      finished.push(entry.item);
+    }
+    return keep;
   }
 
   private async send(

@@ -39,6 +39,8 @@ export class PartitionState {
   pausedAt = 0;
   /** Failed steps in a row (Redis or Kafka unavailable), for the back-off. */
   failures = 0;
+  /** Until then (epoch ms) done-marks are read again right before each send (see BatchProcessor). */
+  recheckUntil = 0;
 
   constructor(topic: string, partition: number) {
     this.topic = topic;
