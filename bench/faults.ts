@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { type FaultResult, type FaultRunOptions, runFaultScenario } from '../src/harness/faults.ts';
-import { fuzzMessages } from '../src/harness/fuzz.ts';
+import { FUZZ_KINDS, fuzzMessages } from '../src/harness/fuzz.ts';
 import { LocalKafka, LocalRedis } from '../src/services/index.ts';
 import { machine } from './machine.ts';
 
@@ -14,7 +14,7 @@ import { machine } from './machine.ts';
  * private redis-server started for the run, both provider simulators):
  * - `killConsumer`: `kill -9` of one of the three consumers mid-burst;
  * - `redisRestart`: redis-server stopped for 3 s and started again, empty;
- * - `brokerRestart`: the Kafka broker process stopped (controlled shutdown) and started again;
+ * - `brokerRestart`: the Kafka broker process stopped (controlled shutdown) for 5 s and started again;
  * - `providerStorm`: 30% 5xx all along, and three 1 s storms of 429 with Retry-After;
  * - `badInput`: fuzzed messages of every kind (see src/harness/fuzz.ts) mixed into valid traffic.
  * Every count comes from the simulators and the topics (src/harness/ledger.ts); device tokens are looked
@@ -104,7 +104,9 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
       deadTokenRatio: 0.01,
       // Past the burst, into the throttled stream.
       injectAfterDelivered: Math.round(AQUEDUCT.burst * 2 + options.events * 0.15),
-      // A consumer killed without leaving holds its partitions this long (the default is 30 s).
+      // A consumer killed without leaving holds its partitions this long (default 30 s); small acquire
+      // chunks keep what a process has in flight (and so what a kill can duplicate) small. See the
+      // README, "Delivery guarantees".
       env: { AQUEDUCT_SESSION_TIMEOUT_MS: '10000', AQUEDUCT_ACQUIRE_CHUNK: '16' },
       logDir,
       log,
@@ -140,7 +142,7 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
           inject: async ({ log: say }) => {
             await kafka.halt();
             say('  Kafka broker stopped');
-            await sleep(2000);
+            await sleep(5000);
             await kafka.resume();
             say('  Kafka broker started again');
           },
@@ -193,6 +195,15 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
       aqueductConfig: AQUEDUCT,
       deadTokenRatio: 0.01,
       sessionTimeoutMs: 10_000,
+      acquireChunk: 16,
+      faults: {
+        killConsumer: 'kill -9 of consumer 2 of 3',
+        redisRestart: 'redis-server stopped, 3 s, started again empty',
+        brokerRestart: 'Kafka broker stopped (controlled shutdown), 5 s, started again on the same data',
+        providerStorm:
+          '15% 500 + 15% 503 all along; three 1 s storms of 429 with Retry-After: 1, 2.5 s apart',
+        badInput: `${options.badMessages} fuzzed messages of ${FUZZ_KINDS.length} kinds (4 of them 1 MB values) spread through the valid ones`,
+      },
       spans: 'every span exported over OTLP/HTTP (json) to a local receiver and scanned',
     },
     results,
