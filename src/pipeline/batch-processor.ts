@@ -45,14 +45,6 @@ function isKafkaJsError(error: unknown): boolean {
   return error instanceof Error && error.name.startsWith('KafkaJS');
 }
 
-/**
- * How long after a partition is assigned its done-marks are read again right before each send: longer
- * than the previous owner may go on sending without knowing it lost the partition (until its next
- * heartbeat, which follows the step it is in: normally well under a second, seconds when the provider
- * is slow). A step slower than that (an APNs request gives up after 10 s) can still overlap.
- */
-const RECHECK_AFTER_ASSIGNMENT_MS = 10_000;
-
 /** What one step of a batch did. */
 interface StepResult {
   finished: number;
@@ -74,6 +66,8 @@ export class BatchProcessor {
   private readonly deps: BatchProcessorDeps;
   private readonly options: BatchProcessorOptions;
   private readonly partitions = new Map<string, PartitionState>();
+  /** Partitions assigned before this time (epoch ms) read their done-marks again before each send. */
+  private recheckUntil = 0;
 
   constructor(deps: BatchProcessorDeps, options: BatchProcessorOptions) {
     this.deps = deps;
@@ -115,6 +109,14 @@ export class BatchProcessor {
   }
 
   /**
+   * Partitions assigned from now on may come from a member that was expelled without knowing it (see
+   * recheckBeforeSend): until `ms` from now their done-marks are read again right before each send.
+   */
+  recheckAssignedFor(ms: number): void {
+    this.recheckUntil = Date.now() + ms;
+  }
+
+  /**
    * Forgets every partition: cancels the scheduled resumes and, after a rebalance, un-pauses the
    * partitions (kafkajs keeps a pause across a rebalance). On shutdown (`unpause: false`) nothing is
    * resumed: the consumer is stopping, and kafkajs refuses a resume once it has stopped.
@@ -136,7 +138,7 @@ export class BatchProcessor {
     let state = this.partitions.get(key);
     if (!state) {
       state = new PartitionState(topic, partition);
-      state.recheckUntil = Date.now() + RECHECK_AFTER_ASSIGNMENT_MS;
+      state.recheckUntil = this.recheckUntil;
       this.partitions.set(key, state);
     }
     return state;
@@ -323,8 +325,9 @@ export class BatchProcessor {
    * with the step it is in until its next heartbeat tells it the partition has moved. What it delivers
    * after the new owner's dedupe check (made when the batch was fetched) would be pushed twice: a fault
    * run with a 12 s broker outage pushed one step's worth (62 events) twice, half a second apart. So,
-   * for a while after an assignment, the marks are read again right before sending (one Redis call per
-   * step, only in that window); what is marked by now is skipped. Its tokens are not given back.
+   * for a while after a rejoin (recheckAssignedFor), the marks are read again right before sending
+   * (one Redis call per step, only in that window); what is marked by now is skipped. Its tokens are
+   * not given back.
    */
   private async recheckBeforeSend(
     state: PartitionState,

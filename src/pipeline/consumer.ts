@@ -22,6 +22,9 @@ export interface ConsumerDeps {
   observer?: PipelineObserver;
 }
 
+/** How long after a rejoin newly assigned partitions re-check their done-marks before each send. */
+const RECHECK_AFTER_REJOIN_MS = 10_000;
+
 /** A started consumer: one member of the group. */
 export class NotificationConsumer {
   readonly topics: Topics;
@@ -33,6 +36,8 @@ export class NotificationConsumer {
   private readonly observer: PipelineObserver;
   private readonly pools = new Map<string, TokenPool>();
   private joined = false;
+  /** Group joins so far: the first, and one per rebalance after it. */
+  private joins = 0;
   /** Called when the consumer died for good (a non-retriable crash); the process should exit. */
   onFatal: ((error: Error) => void) | undefined;
   private stopping: Promise<void> | undefined;
@@ -125,6 +130,11 @@ export class NotificationConsumer {
       // Partition state (pause timers, finished offsets) never survives a rebalance: a partition that
       // stays ours is re-read from its committed offset and deduped against Redis.
       this.processor.reset();
+      // A rejoin may bring partitions of a member that was expelled (its session expired) and is still
+      // finishing a step: their done-marks are read again before each send for a while, longer than
+      // that member may go on (until its next heartbeat, after its step: normally well under a second,
+      // seconds when a provider is slow). A process's first join skips it (no extra Redis calls).
+      if (this.joins++ > 0) this.processor.recheckAssignedFor(RECHECK_AFTER_REJOIN_MS);
       this.joined = true;
       logger.info(
         { assignment: payload.memberAssignment, leader: payload.isLeader },
