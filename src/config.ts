@@ -152,7 +152,7 @@ export const configSchema = z.object({
   AQUEDUCT_ACQUIRE_CHUNK: positiveInt
     .optional()
     .describe(
-      "When throttled, wait until at least this many tokens can be had (per provider bucket) rather than one at a time: bigger chunks mean fewer Redis calls, smaller ones a smoother stream. Default: a quarter second's worth of the provider rate, at least 100 (at most the bucket's capacity).",
+      "When throttled, wait until at least this many tokens can be had (per provider bucket) rather than one at a time: bigger chunks mean fewer Redis calls, smaller ones a smoother stream. Default: a quarter second's worth of the provider rate, at least 200 (at most the bucket's capacity).",
     ),
 
   AQUEDUCT_SEND_CONCURRENCY: positiveInt

@@ -6,7 +6,7 @@ import { createKafka } from '../kafka/client.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { errorSummary, NotificationConsumer } from '../pipeline/consumer.ts';
+import { errorSummary, failureLogger, NotificationConsumer } from '../pipeline/consumer.ts';
 import { RestartSafeTokenSource } from '../pipeline/restart-guard.ts';
 import { createProviders } from '../providers/index.ts';
 import { createRedis } from '../redis/client.ts';
@@ -103,6 +103,7 @@ export async function startConsumerApp(
   const summary = new SummaryObserver();
   const observer = combineObservers(
     summary,
+    failureLogger(logger),
     pipelineMetrics,
     ...(isTracingEnabled()
       ? [

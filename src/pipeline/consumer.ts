@@ -198,9 +198,10 @@ export class NotificationConsumer {
         const rate = this.config.AQUEDUCT_TENANT_RATE ?? provider.rate;
         buckets.push({ name: key, rate, capacity: this.config.AQUEDUCT_TENANT_BURST ?? Math.ceil(rate) });
       }
-      // A quarter second of the provider's rate, but never under a hundred tokens: at saturation Redis
-      // then sees about one call per hundred pushes (the pool clamps it to the bucket's capacity).
-      const chunk = this.config.AQUEDUCT_ACQUIRE_CHUNK ?? Math.max(100, Math.ceil(provider.rate / 4));
+      // A quarter second of the provider's rate, but never under 200 tokens (the pool clamps it to the
+      // bucket's capacity). Throttled processes tend to wake together and split one refill, so each call
+      // gets about chunk ÷ processes: a large chunk keeps Redis near a call per hundred pushes.
+      const chunk = this.config.AQUEDUCT_ACQUIRE_CHUNK ?? Math.max(200, Math.ceil(provider.rate / 4));
       pool = new TokenPool(this.deps.tokenSource, buckets, {
         chunk,
         onError: (error) => {

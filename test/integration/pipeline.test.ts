@@ -30,7 +30,7 @@ describe('the consumer pipeline (real Kafka, Redis, simulators, consumer process
   it('drains 2400 events through two consumers at the bucket rate: one outcome each, paused and resumed, no 429, ≤ 0.03 Redis calls per push', async () => {
     // The provider allows a fifth more than Aqueduct is configured for: the headroom a user leaves for
     // the jitter between a grant and its send on a busy machine (the test suite runs beside a broker).
-    rig = await startRig({ partitions: 4, rate: 300, burst: 150, simulator: { rate: 360, burst: 250 } });
+    rig = await startRig({ partitions: 4, rate: 300, burst: 300, simulator: { rate: 360, burst: 400 } });
     const published = await publish(rig, 2400, 0.01);
     await rig.redis.config('RESETSTAT');
     await Promise.all([rig.startConsumer('a'), rig.startConsumer('b')]);
