@@ -255,6 +255,24 @@ export const FILE_SUFFIX = '_FILE';
  * environment that `ps e` or a crash dump shows. Giving both `X` and `X_FILE` is an error.
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, file?: string): Config {
+  const merged = readSettings(Object.keys(configSchema.shape), env, file);
+  const parsed = configSchema.safeParse(merged);
+  if (!parsed.success) throw new ConfigError(`invalid configuration: ${describeIssues(parsed.error.issues)}`);
+  checkConnectionSettings(parsed.data);
+  return parsed.data;
+}
+
+/**
+ * The raw values of the settings named in `keys`, from the environment or the JSON `file` (the
+ * environment wins), each given directly or through `<NAME>_FILE`. Keys of the file that name neither a
+ * setting of `keys` nor one of `alsoAccepted` are an error (a typo must not be silently ignored).
+ */
+export function readSettings(
+  keys: readonly string[],
+  env: NodeJS.ProcessEnv,
+  file?: string,
+  alsoAccepted: readonly string[] = [],
+): Record<string, unknown> {
   let fromFile: Record<string, unknown> = {};
   if (file) {
     try {
@@ -263,13 +281,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, file?: string):
       throw new ConfigError(`cannot read config file ${file}: ${(error as Error).message}`);
     }
   }
-  const known = Object.keys(configSchema.shape);
+  const accepted = new Set([...keys, ...alsoAccepted]);
   const isKnown = (key: string) =>
-    known.includes(key) || (key.endsWith(FILE_SUFFIX) && known.includes(key.slice(0, -FILE_SUFFIX.length)));
+    accepted.has(key) || (key.endsWith(FILE_SUFFIX) && accepted.has(key.slice(0, -FILE_SUFFIX.length)));
   const unknownInFile = Object.keys(fromFile).filter((key) => !isKnown(key));
   if (unknownInFile.length > 0) throw new ConfigError(`unknown keys in ${file}: ${unknownInFile.join(', ')}`);
   const merged: Record<string, unknown> = {};
-  for (const key of known) {
+  for (const key of keys) {
     const direct = present(env[key]) ?? present(fromFile[key]);
     const path = present(env[`${key}${FILE_SUFFIX}`]) ?? present(fromFile[`${key}${FILE_SUFFIX}`]);
     if (direct !== undefined && path !== undefined) {
@@ -278,10 +296,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, file?: string):
     if (path !== undefined) merged[key] = readSettingFile(key, path);
     else if (direct !== undefined) merged[key] = direct;
   }
-  const parsed = configSchema.safeParse(merged);
-  if (!parsed.success) throw new ConfigError(`invalid configuration: ${describeIssues(parsed.error.issues)}`);
-  checkConnectionSettings(parsed.data);
-  return parsed.data;
+  return merged;
 }
 
 function present(value: unknown): unknown {

@@ -1,6 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { type Config, ConfigError, configSchema, FILE_SUFFIX, redactConfig } from '../config.ts';
+import { type Config, ConfigError, configSchema, readSettings, redactConfig } from '../config.ts';
 import { describeIssues } from '../events/decode.ts';
 import { EVENT_LIMITS } from '../events/event.ts';
 
@@ -168,48 +167,16 @@ export interface TenantLimit {
  * file for both), which are ignored here.
  */
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, file?: string): GatewayConfig {
-  let fromFile: Record<string, unknown> = {};
-  if (file) {
-    try {
-      fromFile = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
-    } catch (error) {
-      throw new ConfigError(`cannot read config file ${file}: ${(error as Error).message}`);
-    }
-  }
-  const known = Object.keys(gatewayConfigSchema.shape);
-  const shared = new Set([...known, ...Object.keys(configSchema.shape)]);
-  const isKnown = (key: string) =>
-    shared.has(key) || (key.endsWith(FILE_SUFFIX) && shared.has(key.slice(0, -FILE_SUFFIX.length)));
-  const unknownInFile = Object.keys(fromFile).filter((key) => !isKnown(key));
-  if (unknownInFile.length > 0) throw new ConfigError(`unknown keys in ${file}: ${unknownInFile.join(', ')}`);
-  const merged: Record<string, unknown> = {};
-  for (const key of known) {
-    const direct = present(env[key]) ?? present(fromFile[key]);
-    const path = present(env[`${key}${FILE_SUFFIX}`]) ?? present(fromFile[`${key}${FILE_SUFFIX}`]);
-    if (direct !== undefined && path !== undefined) {
-      throw new ConfigError(`${key} and ${key}${FILE_SUFFIX} are both set: give the setting one way only`);
-    }
-    if (path !== undefined) merged[key] = readSettingFile(key, path);
-    else if (direct !== undefined) merged[key] = direct;
-  }
+  // The file may also hold the consumer's settings: one file can configure both processes.
+  const merged = readSettings(
+    Object.keys(gatewayConfigSchema.shape),
+    env,
+    file,
+    Object.keys(configSchema.shape),
+  );
   const parsed = gatewayConfigSchema.safeParse(merged);
   if (!parsed.success) throw new ConfigError(`invalid configuration: ${describeIssues(parsed.error.issues)}`);
   return parsed.data;
-}
-
-function present(value: unknown): unknown {
-  return value === undefined || value === null || value === '' ? undefined : value;
-}
-
-/** A setting's value from its `_FILE`; the error names the file, never what it holds. */
-function readSettingFile(key: string, path: unknown): string {
-  if (typeof path !== 'string') throw new ConfigError(`${key}${FILE_SUFFIX} must be a file path`);
-  try {
-    return readFileSync(path, 'utf8').replace(/\r?\n$/, '');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
-    throw new ConfigError(`cannot read ${key}${FILE_SUFFIX}=${path} (${code})`);
-  }
 }
 
 /**
