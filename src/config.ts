@@ -340,7 +340,14 @@ function checkConnectionSettings(config: Config): void {
 
 /** One line per setting: name, default and description (for `--help` and the README). */
 export function configReference(): Array<{ name: string; defaultValue: string; description: string }> {
-  return Object.entries(configSchema.shape).map(([name, field]) => {
+  return settingsReference(configSchema.shape);
+}
+
+/** The reference lines of any settings schema's fields (their defaults and `describe()` texts). */
+export function settingsReference(
+  shape: Record<string, unknown>,
+): Array<{ name: string; defaultValue: string; description: string }> {
+  return Object.entries(shape).map(([name, field]) => {
     const parsed = (field as z.ZodType).safeParse(undefined);
     const value = parsed.success ? parsed.data : undefined;
     return {

@@ -1,5 +1,12 @@
 import { z } from 'zod';
-import { type Config, ConfigError, configSchema, readSettings, redactConfig } from '../config.ts';
+import {
+  type Config,
+  ConfigError,
+  configSchema,
+  readSettings,
+  redactConfig,
+  settingsReference,
+} from '../config.ts';
 import { describeIssues } from '../events/decode.ts';
 import { EVENT_LIMITS } from '../events/event.ts';
 
@@ -213,15 +220,7 @@ export function tenantLimitOverrides(config: GatewayConfig): Map<string, TenantL
 
 /** One line per setting: name, default and description (for `--help` and the README). */
 export function gatewayConfigReference(): Array<{ name: string; defaultValue: string; description: string }> {
-  return Object.entries(gatewayConfigSchema.shape).map(([name, field]) => {
-    const parsed = (field as z.ZodType).safeParse(undefined);
-    const value = parsed.success ? parsed.data : undefined;
-    return {
-      name,
-      defaultValue: value === undefined ? '' : Array.isArray(value) ? value.join(',') : String(value),
-      description: (field as z.ZodType).description ?? '',
-    };
-  });
+  return settingsReference(gatewayConfigSchema.shape);
 }
 
 /** The configuration with secrets masked (the consumer's rules, plus the API key hashes), for logs. */
