@@ -90,6 +90,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
   const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200, allowAutoTopicCreation: false });
   await consumer.connect();
   await consumer.subscribe({ topic: topics.deadLetter, fromBeginning: true });
+  const handledThrough = new Map<number, bigint>();
   try {
     await new Promise<void>((resolve, reject) => {
       consumer
@@ -106,6 +107,8 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
               through = message.offset;
               // A dry run reads with a group of its own from the start: skip what was replayed before.
               if (BigInt(message.offset) < first) continue;
+              // kafkajs may hand a batch over again (a fetch retried, a rebalance): count each offset once.
+              if (BigInt(message.offset) <= (handledThrough.get(batch.partition) ?? -1n)) continue;
               summary.read++;
               const kind = headerString(message.headers, HEADER.reasonKind) ?? 'unknown';
               summary.byKind[kind] = (summary.byKind[kind] ?? 0) + 1;
@@ -143,6 +146,8 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
               await heartbeat();
             }
             if (through !== undefined) {
+              // Only once its batch is republished: a batch that failed half-way is read again in full.
+              handledThrough.set(batch.partition, BigInt(through));
               resolveOffset(through);
               if (!options.dryRun) {
                 await consumer.commitOffsets([
