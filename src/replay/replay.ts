@@ -100,6 +100,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
             const last = remaining.get(batch.partition);
             if (last === undefined) return;
             const first = start.get(batch.partition) ?? 0n;
+            const previous = handledThrough.get(batch.partition);
             const out: Array<{ message: Message; id: string | undefined }> = [];
             let through: string | undefined;
             for (const message of batch.messages) {
@@ -109,6 +110,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
               if (BigInt(message.offset) < first) continue;
               // kafkajs may hand a batch over again (a fetch retried, a rebalance): count each offset once.
               if (BigInt(message.offset) <= (handledThrough.get(batch.partition) ?? -1n)) continue;
+              handledThrough.set(batch.partition, BigInt(message.offset));
               summary.read++;
               const kind = headerString(message.headers, HEADER.reasonKind) ?? 'unknown';
               summary.byKind[kind] = (summary.byKind[kind] ?? 0) + 1;
@@ -130,24 +132,30 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
               });
             }
             const batchSize = options.batchSize ?? 500;
-            for (let i = 0; i < out.length; i += batchSize) {
-              const part = out.slice(i, i + batchSize);
-              if (producer) {
-                const ids = part.flatMap((entry) => (entry.id === undefined ? [] : [entry.id]));
-                summary.marksForgotten += await options.doneStore.forgetDeadLettered(ids);
-                await producer.send({
-                  topic: topics.main,
-                  messages: part.map((entry) => entry.message),
-                  acks: -1,
-                });
+            // A batch whose republishing fails is read again in full (kafkajs retries it).
+            const handledBefore = previous;
+            try {
+              for (let i = 0; i < out.length; i += batchSize) {
+                const part = out.slice(i, i + batchSize);
+                if (producer) {
+                  const ids = part.flatMap((entry) => (entry.id === undefined ? [] : [entry.id]));
+                  summary.marksForgotten += await options.doneStore.forgetDeadLettered(ids);
+                  await producer.send({
+                    topic: topics.main,
+                    messages: part.map((entry) => entry.message),
+                    acks: -1,
+                  });
+                }
+                summary.replayed += part.length;
+                options.onProgress?.(summary);
+                await heartbeat();
               }
-              summary.replayed += part.length;
-              options.onProgress?.(summary);
-              await heartbeat();
+            } catch (error) {
+              if (handledBefore === undefined) handledThrough.delete(batch.partition);
+              else handledThrough.set(batch.partition, handledBefore);
+              throw error;
             }
             if (through !== undefined) {
-              // Only once its batch is republished: a batch that failed half-way is read again in full.
-              handledThrough.set(batch.partition, BigInt(through));
               resolveOffset(through);
               if (!options.dryRun) {
                 await consumer.commitOffsets([
