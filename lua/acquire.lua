@@ -16,15 +16,18 @@
   ARGV[3 + 2i]      capacity of KEYS[i], a finite number >= 1
 
   Hash fields:      tokens (may be fractional), ts (µs of the last update), config ('<rate> <capacity>
-                    <minTtlSeconds>' as last given, for `aqueduct inspect`), blocked_until (epoch ms,
-                    written by block.lua; read here)
+                    <minTtlSeconds>' as last given, for `aqueduct inspect` and to notice a change),
+                    blocked_until (epoch ms, written by block.lua; read here). All four are only ever
+                    written by these scripts (numbers as decimal text, config only with checked texts)
+                    and are read as such: a field edited by hand into something else may fail the call.
   TTL:              every key written has one: ttl = max(minTtlSeconds, ceil(2 * capacity / rate), until
-                    its block ends + 1 s), renewed by the first call of every ttl / 2 epoch of the server
-                    clock (and while blocked, and when config changes), so an idle bucket disappears only
-                    once it would be full again anyway.
+                    its block ends + 1 s), renewed by the first call of every minTtlSeconds / 2 epoch of
+                    the server clock (and while blocked, and when config changes), so an idle bucket
+                    disappears only once it would be full again anyway.
 
   Returns one string of decimal numbers separated by single spaces (Lua numbers returned to Redis would
-  be truncated to integers; one bulk string is cheaper for the client to decode than k + 4):
+  be truncated to integers; one bulk string is cheaper to build here, and for the client to decode, than
+  an array of k + 4):
     'granted waitMs blockedUntilMs nowMicros tokensLeft[1] ... tokensLeft[k]'
     blockedUntilMs: empty (two spaces in a row) when no block is active
     waitMs: ms until waitFor more tokens are available in every bucket and no block is active
@@ -40,9 +43,19 @@
     AQUEDUCT_ARGUMENT capacity <message>       a capacity is NaN, infinite or < 1
 ]]
 
--- This script runs once per message batch of every consumer: it is written to allocate little (Lua
--- tables and strings) and to call Redis three times (TIME, HMGET, HSET) on the common path.
-local floor, huge, tonumber, format = math.floor, math.huge, tonumber, string.format
+-- This script runs once per message batch of every consumer, so its common path is kept to the three
+-- Redis calls it needs (TIME, HMGET, HSET) and little else. Measured with callgrind on redis-server
+-- 7.0.15, what costs most after those calls is turning text into numbers (tonumber runs strtod twice,
+-- arithmetic on a numeric string once), numbers into text (string.format runs sprintf for every
+-- conversion, even a %s) and the bytecodes themselves. So every argument and field is parsed once: n,
+-- waitFor and minTtlSeconds with tonumber (which lets a bad one be reported), TIME's fields and our own
+-- stored ones by arithmetic, and a rate and capacity by arithmetic too when they are the very texts the
+-- bucket's stored config holds (they were checked before that config was written; other texts are
+-- checked here). `x % 1 == 0` stands in for math.floor (NaN and ±inf fail it too), the TTL is computed
+-- only when it is renewed, the reply is concatenated rather than formatted, and a call with one bucket
+-- allocates no table of its own.
+local huge, tonumber, format = math.huge, tonumber, string.format
+local KEYS, ARGV, call = KEYS, ARGV, redis.call
 
 -- Floating-point sums of fractional refills can land a hair below a whole token; this much is forgiven.
 local EPSILON = 1e-9
@@ -63,56 +76,79 @@ end
 
 -- Each check passes only finite valid numbers (NaN fails every comparison).
 local n = tonumber(ARGV[1])
-if not (n and n >= 0 and n < huge and n == floor(n)) then
+if not (n and n >= 0 and n < huge and n % 1 == 0) then
   return redis.error_reply(ARGUMENT .. 'n must be an integer >= 0, got "' .. ARGV[1] .. '"')
 end
 local wait_for = nil
 if ARGV[2] ~= '' then
   wait_for = tonumber(ARGV[2])
-  if not (wait_for and wait_for >= 0 and wait_for < huge and wait_for == floor(wait_for)) then
+  if not (wait_for and wait_for >= 0 and wait_for < huge and wait_for % 1 == 0) then
     return redis.error_reply(ARGUMENT .. 'waitFor must be an integer >= 0, got "' .. ARGV[2] .. '"')
   end
 end
 local min_ttl = tonumber(ARGV[3])
-if not (min_ttl and min_ttl >= 1 and min_ttl < huge and min_ttl == floor(min_ttl)) then
+if not (min_ttl and min_ttl >= 1 and min_ttl < huge and min_ttl % 1 == 0) then
   return redis.error_reply(ARGUMENT .. 'minTtlSeconds must be an integer >= 1, got "' .. ARGV[3] .. '"')
 end
-for i = 1, k do
-  local rate, capacity = tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i])
-  if not (rate and rate > 0 and rate < huge) then
-    return redis.error_reply(
-      ARGUMENT .. 'rate of ' .. KEYS[i] .. ' must be a finite number > 0, got "' .. ARGV[2 + 2 * i] .. '"')
-  end
-  if not (capacity and capacity >= 1 and capacity < huge) then
-    return redis.error_reply(
-      ARGUMENT .. 'capacity of ' .. KEYS[i] .. ' must be a finite number >= 1, got "' .. ARGV[3 + 2 * i] .. '"')
-  end
-end
+-- Rates and capacities are checked as the buckets are read below: reading writes nothing, so an error
+-- reply still leaves every bucket as it was.
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local time = call('TIME')
+local seconds, micros = time[1], time[2]
+local now = seconds * 1000000 + micros
 local now_ms = now / 1000
-local now_text = time[1] .. string.rep('0', 6 - #time[2]) .. time[2] -- µs, exact, without formatting
+if #micros < 6 then micros = string.rep('0', 6 - #micros) .. micros end
+local now_text = seconds .. micros -- µs, exact, without formatting
 
--- Read every bucket, refill it to now and find what all of them can give.
-local states, levels = {}, {}
+-- Read every bucket, refill it to now and find what all of them can give. Each HMGET reply keeps its
+-- bucket's state for the second pass, parsed in place: [1] the level refilled to now, [2] ts (µs of the
+-- last write, or nil), [3] blocked_until (or nil), [4] true when the stored config is the one given,
+-- else the config to store. `states` holds them only when there is more than one bucket.
+local states = k > 1 and {} or nil
+local first = nil
 local available, smallest_capacity, blocked_until = huge, huge, nil
 for i = 1, k do
-  local rate, capacity = tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i])
-  local state = redis.call('HMGET', KEYS[i], 'tokens', 'ts', 'blocked_until', 'config')
-  local level, ts = tonumber(state[1]), tonumber(state[2])
-  if level == nil or ts == nil then
-    level = capacity -- a new (or expired) bucket starts full
-  elseif now > ts then -- (a server clock that stepped back, e.g. after a failover, refills nothing)
-    level = level + (now - ts) * rate / 1000000
+  local state = call('HMGET', KEYS[i], 'tokens', 'ts', 'blocked_until', 'config')
+  local rate_text, capacity_text = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
+  local config = rate_text .. ' ' .. capacity_text .. ' ' .. ARGV[3]
+  local rate, capacity
+  if state[4] == config then
+    -- The texts this bucket's config was stored with, after they passed the checks below.
+    rate, capacity = rate_text + 0, capacity_text + 0
+    state[4] = true
+  else
+    rate, capacity = tonumber(rate_text), tonumber(capacity_text)
+    if not (rate and rate > 0 and rate < huge) then
+      return redis.error_reply(
+        ARGUMENT .. 'rate of ' .. KEYS[i] .. ' must be a finite number > 0, got "' .. rate_text .. '"')
+    end
+    if not (capacity and capacity >= 1 and capacity < huge) then
+      return redis.error_reply(
+        ARGUMENT .. 'capacity of ' .. KEYS[i] .. ' must be a finite number >= 1, got "' .. capacity_text .. '"')
+    end
+    state[4] = config
   end
-  if level > capacity then level = capacity end
-  states[i], levels[i] = state, level
-  local whole = floor(level + EPSILON)
+  -- A missing tokens or ts means a new (or expired) bucket, which starts full.
+  local level, ts, block = state[1], state[2], state[3]
+  if level and ts then
+    level, ts = level + 0, ts + 0
+    if now > ts then -- (a server clock that stepped back, e.g. after a failover, refills nothing)
+      level = level + (now - ts) * rate / 1000000
+    end
+    if level > capacity then level = capacity end
+  else
+    level, ts = capacity, nil
+  end
+  if block then
+    block = block + 0 -- written by block.lua
+    if block > now_ms and (not blocked_until or block > blocked_until) then blocked_until = block end
+  end
+  state[1], state[2], state[3] = level, ts, block
+  if states then states[i] = state else first = state end
+  local whole = level + EPSILON
+  whole = whole - whole % 1
   if whole < available then available = whole end
   if capacity < smallest_capacity then smallest_capacity = capacity end
-  local block = tonumber(state[3])
-  if block and block > now_ms and (not blocked_until or block > blocked_until) then blocked_until = block end
 end
 
 local granted = 0
@@ -122,65 +158,75 @@ end
 
 -- How long until `want` more tokens are in every bucket (refill continues during a block).
 local want = wait_for or n - granted
-local most_waitable = floor(smallest_capacity + EPSILON)
+local most_waitable = smallest_capacity + EPSILON
+most_waitable = most_waitable - most_waitable % 1
 if want > most_waitable then want = most_waitable end
-local wait_us = 0
-for i = 1, k do
-  local left = levels[i] - granted
-  if left < 0 then left = 0 end
-  levels[i] = left
-  local deficit = want - left
-  if deficit > 0 then
-    local us = deficit / tonumber(ARGV[2 + 2 * i]) * 1000000
+local wait_ms = 0
+if want > 0 then
+  local wait_us = 0
+  for i = 1, k do
+    local left = (states and states[i] or first)[1] - granted
+    if left < 0 then left = 0 end
+    local deficit = want - left
+    if deficit > 0 then
+      local us = deficit / ARGV[2 + 2 * i] * 1000000
+      if us > wait_us then wait_us = us end
+    end
+  end
+  if blocked_until then
+    local us = blocked_until * 1000 - now
     if us > wait_us then wait_us = us end
   end
+  wait_ms = math.ceil(wait_us / 1000)
 end
-if want > 0 and blocked_until then
-  local us = blocked_until * 1000 - now
-  if us > wait_us then wait_us = us end
-end
-local wait_ms = math.ceil(wait_us / 1000)
 
-local texts = {}
+-- Write every bucket back. The TTL is renewed by the first call in each epoch of minTtlSeconds / 2 of
+-- the server clock (and by every call while blocked, or when the configuration changed), not by every
+-- call: a write then always finds the last renewal less than minTtlSeconds / 2 <= ttl / 2 ago, so the
+-- key outlives ttl / 2 >= capacity / rate seconds without calls, after which the bucket would be full
+-- anyway, and its expiry loses nothing. (x - x % e is x rounded down to a multiple of e: the start of
+-- x's epoch.)
+local epoch_us = min_ttl * 500000
+local epoch = now - now % epoch_us
+local texts = k > 1 and {} or nil
+local level_text
 for i = 1, k do
-  local key, state, level = KEYS[i], states[i], levels[i]
-  local rate_text, capacity_text = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
+  local key, state = KEYS[i], states and states[i] or first
+  local level = state[1] - granted
+  if level < 0 then level = 0 end
   -- 17 significant digits round-trip every double exactly (tostring keeps only 14); whole numbers take
   -- the cheaper %d.
-  local level_text
-  if level == floor(level) and level < MAX_EXACT_INTEGER then
+  if level % 1 == 0 and level < MAX_EXACT_INTEGER then
     level_text = format('%d', level)
   else
     level_text = format('%.17g', level)
   end
-  local block = tonumber(state[3])
+  local previous, block = state[2], state[3]
   local blocked = block and block > now_ms
-  local ttl = math.ceil(2 * tonumber(capacity_text) / tonumber(rate_text))
-  if ttl < min_ttl then ttl = min_ttl end
-  if blocked then
-    local until_block = math.ceil((block - now_ms) / 1000) + 1
-    if until_block > ttl then ttl = until_block end
+  local config = state[4]
+  if config == true then
+    call('HSET', key, 'tokens', level_text, 'ts', now_text) -- the common case
+  else -- config (rate, capacity, minTtlSeconds) is stored for `aqueduct inspect` and to notice changes
+    call('HSET', key, 'tokens', level_text, 'ts', now_text, 'config', config)
   end
-  if ttl > MAX_TTL_SECONDS then ttl = MAX_TTL_SECONDS end
-  local config = rate_text .. ' ' .. capacity_text .. ' ' .. ARGV[3]
-  -- The TTL is renewed by the first call in each half-TTL epoch of the server clock (and by every call
-  -- while blocked, or when the configuration changed), not by every call: the last renewal is then never
-  -- more than ttl / 2 ago, so the key outlives ttl / 2 >= capacity / rate seconds of idleness, after
-  -- which the bucket would be full anyway, and its expiry loses nothing.
-  local previous = tonumber(state[2])
-  local epoch_us = ttl * 500000
-  if blocked or state[4] ~= config or not previous or floor(previous / epoch_us) ~= floor(now / epoch_us) then
-    -- config (rate, capacity, minTtlSeconds) is stored for `aqueduct inspect` and to notice changes.
-    redis.call('HSET', key, 'tokens', level_text, 'ts', now_text, 'config', config)
-    redis.call('EXPIRE', key, ttl)
-  else
-    redis.call('HSET', key, 'tokens', level_text, 'ts', now_text) -- the common case
+  if blocked or config ~= true or not previous or previous - previous % epoch_us ~= epoch then
+    local ttl = math.ceil(2 * ARGV[3 + 2 * i] / ARGV[2 + 2 * i])
+    if ttl < min_ttl then ttl = min_ttl end
+    if blocked then
+      local until_block = math.ceil((block - now_ms) / 1000) + 1
+      if until_block > ttl then ttl = until_block end
+    end
+    if ttl > MAX_TTL_SECONDS then ttl = MAX_TTL_SECONDS end
+    call('EXPIRE', key, ttl)
   end
   if block and not blocked then
-    redis.call('HDEL', key, 'blocked_until') -- a block that is over: tidy it away
+    call('HDEL', key, 'blocked_until') -- a block that is over: tidy it away
   end
-  texts[i] = level_text
+  if texts then texts[i] = level_text end
 end
 
-return format('%d %d %s %s %s', granted, wait_ms, blocked_until and format('%d', blocked_until) or '', now_text,
-  k == 1 and texts[1] or table.concat(texts, ' '))
+-- (Concatenated: one string.format would run sprintf for each %s as well.)
+return (granted < MAX_EXACT_INTEGER and format('%d', granted) or format('%.17g', granted)) .. ' '
+  .. (wait_ms == 0 and '0' or wait_ms < MAX_EXACT_INTEGER and format('%d', wait_ms) or format('%.17g', wait_ms))
+  .. ' ' .. (blocked_until and format('%d', blocked_until) or '') .. ' ' .. now_text .. ' '
+  .. (texts and table.concat(texts, ' ') or level_text)

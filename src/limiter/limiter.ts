@@ -128,6 +128,33 @@ export interface LimiterOptions {
 const DEFAULTS = { keyPrefix: 'aqueduct', minTtlSeconds: 60, timeoutMs: 1000, timerSlackMs: 1 };
 
 /**
+ * One call's buckets, validated and turned into acquire.lua's key and argument texts once, then reused
+ * for as long as the caller passes the same array holding the same specs with the same fields (a
+ * consumer asks for the same buckets on every batch). ioredis flattens nested arrays in a command's
+ * arguments, so these go out as they are, without being copied into a new array per call.
+ */
+interface PreparedBuckets {
+  /** The array this was made from. */
+  readonly buckets: readonly BucketSpec[];
+  /** Its specs' fields as validated, `name, rate, capacity` per spec, to notice a change. */
+  readonly fields: ReadonlyArray<string | number>;
+  /** `numkeys, ...keys` */
+  readonly keys: readonly string[];
+  /** `minTtlSeconds, rate[1], capacity[1], …` */
+  readonly argv: readonly string[];
+}
+
+/**
+ * How many bucket arrays a limiter keeps prepared (the latest ones). A small array searched by identity
+ * rather than a WeakMap: a caller that builds a new array for every call (the gateway) would otherwise
+ * pay for a WeakMap entry per call, which costs more than preparing the array does.
+ */
+const PREPARED_ARRAYS = 8;
+
+/** acquire.lua's `numkeys, keys, argv`: the prepared parts around the per-call `n` and `waitFor`. */
+type AcquireArgs = [readonly string[], string, string, readonly string[]];
+
+/**
  * Aqueduct's distributed token bucket: every consumer instance asks the same Redis, which refills each
  * bucket continuously by its own clock and grants whole batches (and partial batches) of tokens from
  * several buckets at once in one atomic script call. See `lua/acquire.lua` for the exact semantics.
@@ -144,6 +171,9 @@ export class TokenBucketLimiter {
   private readonly acquireScript: ScriptCall;
   private readonly refundScript: ScriptCall;
   private readonly blockScript: ScriptCall;
+  private readonly minTtlText: string;
+  private readonly prepared: PreparedBuckets[] = [];
+  private nextPrepared = 0;
 
   constructor(redis: Redis, options: LimiterOptions = {}) {
     this.redis = redis;
@@ -163,6 +193,7 @@ export class TokenBucketLimiter {
         `minTtlSeconds must be an integer >= 1, got ${this.minTtlSeconds}`,
       );
     }
+    this.minTtlText = String(this.minTtlSeconds);
     this.timeoutMs = options.timeoutMs ?? DEFAULTS.timeoutMs;
     // setTimeout fires at once for anything above 2^31 - 1 ms (and for Infinity).
     if (!(this.timeoutMs >= 0 && this.timeoutMs <= 2_147_483_647)) {
@@ -197,13 +228,40 @@ export class TokenBucketLimiter {
    * @throws LimiterArgumentError for a malformed call (whatever the failure policy)
    * @throws LimiterUnavailableError when Redis fails and `failurePolicy` is `'closed'`
    */
-  async acquire(buckets: BucketSpec[], n: number, options: AcquireOptions = {}): Promise<AcquireResult> {
-    const args = this.acquireArgs(buckets, n, options.waitFor);
-    try {
-      return this.acquireResult((await this.withTimeout(this.acquireScript(...args), 'acquire')) as string);
-    } catch (error) {
-      return this.acquireFailed(toLimiterError(error, 'acquire'), buckets, n);
-    }
+  acquire(buckets: BucketSpec[], n: number, options?: AcquireOptions): Promise<AcquireResult> {
+    // One promise of its own, settled by the reply or by the timeout, rather than an async function
+    // awaiting a timeout wrapper around the call: this runs once per batch of every consumer.
+    return new Promise<AcquireResult>((resolve, reject) => {
+      const args = this.acquireArgs(buckets, n, options?.waitFor); // a throw here rejects
+      const fail = (error: unknown) => {
+        try {
+          resolve(this.acquireFailed(toLimiterError(error, 'acquire'), buckets, n));
+        } catch (failure) {
+          reject(failure);
+        }
+      };
+      const timeouts = this.timeouts;
+      const watched = timeouts?.watch(() => fail(this.timeoutError('acquire')));
+      let reply: Promise<unknown>;
+      try {
+        reply = this.acquireScript(...args);
+      } catch (error) {
+        reply = Promise.reject(error);
+      }
+      reply.then(
+        (value) => {
+          if (watched !== undefined && !timeouts?.settle(watched)) return; // it timed out
+          try {
+            resolve(this.acquireResult(value as string));
+          } catch (error) {
+            fail(error); // not the reply acquire.lua gives
+          }
+        },
+        (error: unknown) => {
+          if (watched === undefined || timeouts?.settle(watched)) fail(error);
+        },
+      );
+    });
   }
 
   /**
@@ -378,16 +436,52 @@ export class TokenBucketLimiter {
   }
 
   /** Validates an acquire (as the script would) and builds its `numkeys, keys, argv`. */
-  private acquireArgs(buckets: BucketSpec[], n: number, waitFor: number | undefined): Array<string | number> {
-    const keys = this.keysOf(buckets);
+  private acquireArgs(buckets: BucketSpec[], n: number, waitFor: number | undefined): AcquireArgs {
+    const prepared = this.prepare(buckets);
     if (!Number.isInteger(n) || n < 0)
       throw new LimiterArgumentError('n', `n must be an integer >= 0, got ${n}`);
     if (waitFor !== undefined && (!Number.isInteger(waitFor) || waitFor < 0)) {
       throw new LimiterArgumentError('waitFor', `waitFor must be an integer >= 0, got ${waitFor}`);
     }
-    const args: Array<string | number> = [keys.length, ...keys, n, waitFor ?? '', this.minTtlSeconds];
-    for (const bucket of buckets) args.push(bucket.rate, bucket.capacity);
-    return args;
+    return [prepared.keys, String(n), waitFor === undefined ? '' : String(waitFor), prepared.argv];
+  }
+
+  /** The prepared form of `buckets`: kept while nothing in it changed, else validated anew. */
+  private prepare(buckets: BucketSpec[]): PreparedBuckets {
+    const cache = this.prepared;
+    let slot = -1;
+    for (let c = 0; c < cache.length; c++) {
+      const cached = cache[c] as PreparedBuckets;
+      if (cached.buckets !== buckets) continue;
+      const fields = cached.fields;
+      let same = fields.length === 3 * buckets.length;
+      for (let i = 0; i < buckets.length && same; i++) {
+        const bucket = buckets[i];
+        same =
+          bucket !== undefined &&
+          bucket.name === fields[3 * i] &&
+          bucket.rate === fields[3 * i + 1] &&
+          bucket.capacity === fields[3 * i + 2];
+      }
+      if (same) return cached;
+      slot = c; // changed since it was prepared: prepared again, in its place
+      break;
+    }
+    const keys = this.keysOf(buckets); // validates
+    const fields: Array<string | number> = [];
+    const argv = [this.minTtlText];
+    for (const { name, rate, capacity } of buckets) {
+      fields.push(name, rate, capacity);
+      argv.push(String(rate), String(capacity));
+    }
+    keys.unshift(String(keys.length));
+    const prepared: PreparedBuckets = { buckets, fields, keys, argv };
+    if (slot === -1) {
+      slot = this.nextPrepared; // the oldest
+      this.nextPrepared = (slot + 1) % PREPARED_ARRAYS;
+    }
+    cache[slot] = prepared;
+    return prepared;
   }
 
   /** Parses acquire.lua's reply: 'granted waitMs blockedUntilMs nowMicros tokensLeft…'. */
@@ -425,10 +519,11 @@ export class TokenBucketLimiter {
 
   private withTimeout<T>(promise: Promise<T>, operation: LimiterUnavailableError['operation']): Promise<T> {
     if (!this.timeouts) return promise;
-    return this.timeouts.track(
-      promise,
-      () => new LimiterUnavailableError(operation, `no reply within ${this.timeoutMs} ms`),
-    );
+    return this.timeouts.track(promise, () => this.timeoutError(operation));
+  }
+
+  private timeoutError(operation: LimiterUnavailableError['operation']): LimiterUnavailableError {
+    return new LimiterUnavailableError(operation, `no reply within ${this.timeoutMs} ms`);
   }
 }
 

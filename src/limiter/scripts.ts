@@ -1,8 +1,14 @@
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 
-/** A script call: `numkeys, ...keys, ...argv` in, the script's reply out (see each script's header). */
-export type ScriptCall = (...numkeysKeysAndArgv: Array<string | number>) => Promise<unknown>;
+/**
+ * A script call: `numkeys, ...keys, ...argv` in, the script's reply out (see each script's header).
+ * Arguments may come in nested arrays: ioredis flattens them (one level) into the command.
+ */
+export type ScriptCall = (...numkeysKeysAndArgv: ScriptArgument[]) => Promise<unknown>;
+
+/** One argument of a script call, or an array of them. */
+export type ScriptArgument = string | number | readonly string[];
 
 /**
  * The limiter's Lua scripts (in `lua/`, each documented by its header) and the ioredis command each is
@@ -59,11 +65,11 @@ export interface ScriptPipeline {
 export function queueScript(
   pipeline: ScriptPipeline,
   name: LimiterScriptName,
-  args: ReadonlyArray<string | number>,
+  args: readonly ScriptArgument[],
 ): void {
-  const queue = (pipeline as unknown as Record<string, (...a: Array<string | number>) => unknown>)[
+  const queue = (pipeline as unknown as Record<string, (...a: ScriptArgument[]) => unknown>)[
     limiterScripts[name].command
   ];
   if (typeof queue !== 'function') throw new Error(`limiter script ${name} is not defined on this pipeline`);
-  queue.apply(pipeline, args as Array<string | number>);
+  queue.apply(pipeline, args as ScriptArgument[]);
 }

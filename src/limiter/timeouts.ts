@@ -3,9 +3,11 @@ import { performance } from 'node:perf_hooks';
 interface Pending {
   readonly deadline: number;
   settled: boolean;
-  readonly reject: (error: Error) => void;
-  readonly onTimeout: () => Error;
+  readonly expire: () => void;
 }
+
+/** A call being watched (see {@link CallTimeouts.watch}). */
+export type Watched = object;
 
 /**
  * Times out a limiter's calls with one timer instead of one `setTimeout`/`clearTimeout` pair per call
@@ -26,29 +28,36 @@ export class CallTimeouts {
   /** `promise`, or a rejection with `onTimeout()` if it has not settled within the timeout. */
   track<T>(promise: Promise<T>, onTimeout: () => Error): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const pending: Pending = {
-        deadline: performance.now() + this.timeoutMs,
-        settled: false,
-        reject,
-        onTimeout,
-      };
-      this.queue.push(pending);
-      if (this.timer === undefined) this.arm(this.timeoutMs);
+      const watched = this.watch(() => reject(onTimeout()));
       promise.then(
         (value) => {
-          if (pending.settled) return;
-          pending.settled = true;
-          resolve(value);
-          this.dropSettled();
+          if (this.settle(watched)) resolve(value);
         },
         (error: unknown) => {
-          if (pending.settled) return;
-          pending.settled = true;
-          reject(error);
-          this.dropSettled();
+          if (this.settle(watched)) reject(error);
         },
       );
     });
+  }
+
+  /**
+   * Starts watching one call: `expire` runs if {@link settle} was not called for it within the timeout.
+   * (What `track` does, for a caller that settles a promise of its own.)
+   */
+  watch(expire: () => void): Watched {
+    const pending: Pending = { deadline: performance.now() + this.timeoutMs, settled: false, expire };
+    this.queue.push(pending);
+    if (this.timer === undefined) this.arm(this.timeoutMs);
+    return pending;
+  }
+
+  /** Marks a watched call answered. False when it had already expired: its answer is then ignored. */
+  settle(watched: Watched): boolean {
+    const pending = watched as Pending;
+    if (pending.settled) return false;
+    pending.settled = true;
+    this.dropSettled();
+    return true;
   }
 
   private arm(delayMs: number): void {
@@ -64,7 +73,7 @@ export class CallTimeouts {
       if (!pending.settled) {
         if (pending.deadline > now) break;
         pending.settled = true;
-        pending.reject(pending.onTimeout());
+        pending.expire();
       }
       this.head += 1;
     }

@@ -140,6 +140,31 @@ describe('acquire', () => {
   });
 });
 
+describe('prepared arguments', () => {
+  it('are reused for the same bucket array only while its specs are unchanged', async () => {
+    const config = (name: string) => redis.client.hget(limiter.keyOf(name), 'config');
+    const spec: BucketSpec = { name: 'prepared', rate: 2, capacity: 10 };
+    const buckets = [spec];
+    await limiter.acquire(buckets, 1);
+    expect(await config('prepared')).toBe('2 10 60');
+    spec.rate = 3;
+    await limiter.acquire(buckets, 1);
+    expect(await config('prepared')).toBe('3 10 60');
+    buckets.push({ name: 'prepared:tenant:t', rate: 1, capacity: 5 });
+    expect((await limiter.acquire(buckets, 1)).tokensLeft).toHaveLength(2);
+    spec.rate = Number.NaN;
+    const error = await limiter.acquire(buckets, 1).catch((e: unknown) => e);
+    expect((error as LimiterArgumentError).argument).toBe('rate');
+    spec.rate = 3;
+    buckets[1] = { name: 'prepared:tenant:t', rate: 1, capacity: 6 };
+    await limiter.acquire(buckets, 0);
+    expect(await config('prepared:tenant:t')).toBe('1 6 60');
+    // More arrays than a limiter keeps prepared, each used once (as the gateway does).
+    for (let i = 0; i < 20; i++) await limiter.acquire([{ name: `prepared${i}`, rate: 1, capacity: 1 }], 1);
+    expect((await limiter.acquire(buckets, 0)).tokensLeft).toHaveLength(2);
+  });
+});
+
 describe('acquireMany', () => {
   it('sends the acquires of many buckets in one write: one round trip', async () => {
     await redis.client.ping();
@@ -282,7 +307,7 @@ describe('TTLs', () => {
 });
 
 describe('TTL renewal', () => {
-  it('keeps at least half the TTL on a bucket in use while renewing only once per half-TTL epoch', async () => {
+  it('keeps at least half the TTL on a bucket in use while renewing only once per minTtlSeconds / 2 epoch', async () => {
     const short = new TokenBucketLimiter(redis.client, { keyPrefix: prefix, minTtlSeconds: 2 });
     const key = short.keyOf('renewal');
     await short.acquire([{ name: 'renewal', rate: 1000, capacity: 10 }], 1); // defines the scripts
@@ -387,6 +412,31 @@ describe('argument errors', () => {
       expect(await redis.client.exists(key())).toBe(0);
     },
   );
+});
+
+describe('acquire.lua and the stored config', () => {
+  it('parses the stored config texts without checking them again, but checks any other text and writes nothing then', async () => {
+    const key = limiter.keyOf('trusted');
+    const raw = scriptCall(redis.client, 'acquire');
+    expect(String(await raw(1, key, 1, '', 60, '2', '10')).split(' ')[0]).toBe('1');
+    expect(await redis.client.hget(key, 'config')).toBe('2 10 60');
+    const before = await redis.client.hgetall(key);
+    for (const [rate, capacity, argument] of [
+      ['2x', '10', 'rate'],
+      ['2', '10x', 'capacity'],
+      ['-2', '10', 'rate'],
+      ['2', '0.5', 'capacity'],
+    ] as const) {
+      const error = await raw(1, key, 1, '', 60, rate, capacity).catch((e: unknown) => e);
+      const mapped = toLimiterError(error, 'acquire');
+      expect(mapped).toBeInstanceOf(LimiterArgumentError);
+      expect((mapped as LimiterArgumentError).argument).toBe(argument);
+    }
+    expect(await redis.client.hgetall(key)).toEqual(before);
+    // The same rate written differently is a new config: checked, stored, and the TTL renewed.
+    await raw(1, key, 0, '', 60, '2.0', '10');
+    expect(await redis.client.hget(key, 'config')).toBe('2.0 10 60');
+  });
 });
 
 describe('with a Redis of its own (flush, outage, pause)', () => {
