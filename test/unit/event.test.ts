@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { decodeEvent } from '../../src/events/decode.ts';
-import { EVENT_LIMITS, eventJsonSchema } from '../../src/events/event.ts';
+import { acceptedEvent, decodeEvent } from '../../src/events/decode.ts';
+import { EVENT_LIMITS, eventJsonSchema, notificationEventSchema } from '../../src/events/event.ts';
+import { generateEvents } from '../../src/publish/generate.ts';
 
 const valid = {
   id: 'evt-1',
@@ -67,5 +69,125 @@ describe('event contract v1', () => {
       readFileSync(new URL('../../schemas/event-v1.schema.json', import.meta.url), 'utf8'),
     );
     expect(committed).toEqual(eventJsonSchema());
+  });
+});
+
+/**
+ * The decoder checks valid events by hand (acceptedEvent) and leaves everything else to the zod schema:
+ * the hand check must never accept what the schema refuses, and must build exactly the schema's value.
+ */
+describe('the hand-written check of a valid event', () => {
+  const L = EVENT_LIMITS;
+  const strings = (min: number, max: number) =>
+    fc.oneof(
+      { weight: 6, arbitrary: fc.string({ minLength: min, maxLength: Math.min(max, 40) }) },
+      { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 8 }) },
+      {
+        weight: 2,
+        arbitrary: fc.constantFrom(
+          '',
+          ' ',
+          'a b',
+          'é',
+          '\u{1F600}',
+          'x'.repeat(max),
+          'x'.repeat(max + 1),
+          '\u{1F600}'.repeat(max / 2),
+        ),
+      },
+    );
+  const otherJson = fc.oneof(
+    fc.constantFrom(null, true, 0, -1, 1.5, '', [], {}, ['x'], { title: 't' }),
+    fc.integer(),
+    fc.double({ noNaN: true, noDefaultInfinity: true }),
+  );
+  /** Mostly values of the right kind (at, under and over the limits), sometimes anything at all. */
+  const field = <T>(valid: fc.Arbitrary<T>) =>
+    fc.oneof({ weight: 12, arbitrary: valid }, { weight: 1, arbitrary: otherJson });
+  /** Usually present (undefined leaves the key out of the JSON). */
+  const often = <T>(arbitrary: fc.Arbitrary<T>) => fc.option(arbitrary, { nil: undefined, freq: 25 });
+  const sometimes = <T>(arbitrary: fc.Arbitrary<T>) => fc.option(arbitrary, { nil: undefined, freq: 2 });
+  const rarely = <T>(arbitrary: fc.Arbitrary<T>) =>
+    fc.oneof({ weight: 24, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary });
+  const dates = fc.oneof(
+    fc
+      .date({ noInvalidDate: true, min: new Date(0), max: new Date('9999-12-31') })
+      .map((d) => d.toISOString()),
+    fc.constantFrom(
+      '2026-11-29T08:00:00Z',
+      '2026-11-29T08:00:00+02:00',
+      '2026-11-29T08:00:00.123456-05:30',
+      '2026-11-29T08:00:00',
+      '2026-11-29 08:00:00Z',
+      '2026-02-29T00:00:00Z',
+      '2028-02-29T00:00:00Z',
+      '2026-13-01T00:00:00Z',
+      '2026-11-29',
+    ),
+  );
+  const data = fc.dictionary(strings(0, L.dataKeyLength), strings(0, L.dataValueLength), {
+    maxKeys: L.maxDataEntries + 2,
+  });
+  const candidate = fc.record({
+    schemaVersion: rarely(fc.constantFrom(1, 2, '1', null)),
+    id: often(field(fc.oneof(strings(1, L.idLength), fc.uuid()))),
+    platform: often(field(fc.constantFrom('fcm', 'apns', 'apns', 'fcm', 'sms', 'FCM'))),
+    token: often(field(strings(1, L.tokenLength))),
+    notification: often(
+      field(
+        fc.record({
+          title: often(field(strings(0, L.titleLength))),
+          body: often(field(strings(0, L.bodyLength))),
+          extra: rarely(fc.string()),
+        }),
+      ),
+    ),
+    data: sometimes(field(data)),
+    tenant: sometimes(field(fc.oneof(strings(1, L.tenantLength), fc.constantFrom('acme', 'a.b-c_d', 'a/b')))),
+    priority: sometimes(field(fc.constantFrom('high', 'normal', 'low'))),
+    ttlSeconds: sometimes(
+      field(fc.oneof(fc.integer({ min: -1, max: L.maxTtlSeconds + 1 }), fc.constantFrom(-0, 0.5, 1e21))),
+    ),
+    collapseKey: sometimes(field(strings(1, L.collapseKeyLength))),
+    createdAt: sometimes(field(dates)),
+    unknown: rarely(fc.string()),
+  });
+  /** JSON text, sometimes with a `__proto__` key at the top or in `data` (only JSON text can carry one). */
+  const texts = fc.tuple(candidate, fc.constantFrom('', '', '', '', 'top', 'data')).map(([value, proto]) => {
+    const object = (...members: string[]) => `{${members.filter(Boolean).join(',')}}`;
+    const members = (json: unknown) => JSON.stringify(json).slice(1, -1);
+    if (proto === 'top') return object('"__proto__":{}', members(value));
+    const { data, ...rest } = value;
+    if (proto !== 'data' || typeof data !== 'object' || data === null || Array.isArray(data))
+      return JSON.stringify(value);
+    return object(members(rest), `"data":${object('"__proto__":"x"', members(data))}`);
+  });
+
+  it('accepts nothing the schema refuses, and builds the same value (fields, order, defaults)', () => {
+    let accepted = 0;
+    fc.assert(
+      fc.property(texts, (text) => {
+        const reference = notificationEventSchema.safeParse(JSON.parse(text));
+        const fast = acceptedEvent(JSON.parse(text));
+        if (fast !== undefined) {
+          accepted++;
+          expect(reference.success).toBe(true);
+          expect(JSON.stringify(fast)).toBe(JSON.stringify(reference.data));
+          expect(fast).toStrictEqual(reference.data);
+        }
+        const decoded = decodeEvent(Buffer.from(text));
+        expect(decoded.ok).toBe(reference.success);
+        if (decoded.ok && reference.success) expect(decoded.event).toStrictEqual(reference.data);
+      }),
+      { numRuns: 5000 },
+    );
+    expect(accepted).toBeGreaterThan(100);
+  });
+
+  it('takes the hand-written path for valid events, such as the generated ones', () => {
+    for (const event of generateEvents({ count: 50, tenants: ['acme'] }))
+      expect(acceptedEvent(JSON.parse(JSON.stringify(event)))).toStrictEqual(event);
+    expect(acceptedEvent(JSON.parse(JSON.stringify(valid)))).toStrictEqual(valid);
+    expect(acceptedEvent({ ...valid, schemaVersion: 1 })).toStrictEqual({ schemaVersion: 1, ...valid });
   });
 });
