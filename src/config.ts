@@ -157,7 +157,9 @@ export const configSchema = z.object({
 
   AQUEDUCT_SEND_CONCURRENCY: positiveInt
     .default(64)
-    .describe('Pushes in flight at once per consumer process.'),
+    .describe(
+      'Pushes in flight at once per provider in each consumer process. Also the most tokens a process holds that the provider has not seen yet (or a tenth of a second of the rate, when that is more): leave replicas × that much of the provider\'s burst unused (README, "Choosing the limits").',
+    ),
   AQUEDUCT_MAX_ATTEMPTS: positiveInt
     .default(5)
     .describe('Attempts before a transiently failing event is dead-lettered.'),

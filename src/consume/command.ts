@@ -118,6 +118,11 @@ export async function startConsumerApp(
   let providers: ReturnType<typeof createProviders> | undefined;
   try {
     providers = createProviders(config, { maxInFlight: config.AQUEDUCT_SEND_CONCURRENCY });
+    // Connections first, partitions after: a process that joins cold would hold granted tokens through
+    // its TLS handshakes, and the provider would see them late (TokenPoolOptions.window explains why
+    // that matters).
+    const warm = await Promise.all([providers.fcm.warmUp?.(), providers.apns.warmUp?.()]);
+    logger.info({ fcm: warm[0], apns: warm[1] }, 'provider connections opened');
     const kafka = createKafka({
       brokers: config.KAFKA_BROKERS,
       clientId: config.KAFKA_CLIENT_ID,

@@ -78,13 +78,12 @@ export class BatchProcessor {
   async eachBatch(payload: EachBatchPayload): Promise<void> {
     const { batch } = payload;
     const state = this.stateOf(batch.topic, batch.partition);
-    const items = batch.messages.map((message) =>
-      state.item(message, (m) => this.toItem(batch.topic, batch.partition, m)),
-    );
+    const build = (message: KafkaMessage) => this.toItem(batch.topic, batch.partition, message);
+    const items = batch.messages.map((message) => state.item(message, build));
     try {
       await this.dedupe(state, items);
       while (payload.isRunning() && !payload.isStale()) {
-        const open = items.filter((item) => !state.isSettled(item.offset));
+        const open = this.openItems(state, items);
         if (open.length === 0) break;
         const step = await this.step(state, open);
         this.resolvePrefix(state, items, payload.resolveOffset);
@@ -104,8 +103,26 @@ export class BatchProcessor {
       this.deps.observer.stepFailed?.(error, batch.topic, batch.partition);
       this.resolvePrefix(state, items, payload.resolveOffset);
       this.pauseForBackoff(state);
+    } finally {
+      // Whatever happened (kafkajs' own errors included), a re-read must find what was decoded, deduped
+      // and finished here: the dedupe check is not made twice.
+      state.keepUnresolved(items);
     }
-    this.deps.observer.batchDone?.(batch, items.filter((item) => !state.isSettled(item.offset)).length);
+    this.deps.observer.batchDone?.(batch, this.openItems(state, items).length);
+  }
+
+  /** The items of a batch not finished yet. Offsets ascend, and what is resolved is a prefix of them. */
+  private openItems(state: PartitionState, items: readonly Item[]): Item[] {
+    const last = items.at(-1);
+    if (last === undefined || state.isResolved(last.offset)) return [];
+    let start = 0;
+    while (start < items.length && state.isResolved((items[start] as Item).offset)) start++;
+    const open: Item[] = [];
+    for (let i = start; i < items.length; i++) {
+      const item = items[i] as Item;
+      if (!state.finished.has(item.offset)) open.push(item);
+    }
+    return open;
   }
 
   /**
@@ -166,26 +183,33 @@ export class BatchProcessor {
   }
 
   /**
-   * One Redis call for the messages this partition has not checked yet. When Redis cannot answer, the
-   * failure policy decides: `closed` (the default) throws, so the partition waits; `open` goes on
-   * without the check, accepting a duplicate push for an event that is being redelivered right then.
+   * One Redis call for the messages this partition has not checked yet, sent at once (see
+   * DoneStore.lookup). When Redis cannot answer, the failure policy decides: `closed` (the default)
+   * throws, so the partition waits; `open` goes on without the check, accepting a duplicate push for an
+   * event that is being redelivered right then.
    */
   private async dedupe(state: PartitionState, items: Item[]): Promise<void> {
-    const fresh = items.filter((item) => BigInt(item.offset) > state.checkedThrough);
-    if (fresh.length === 0) return;
+    const last = items.at(-1);
+    if (last === undefined || BigInt(last.offset) <= state.checkedThrough) return;
+    // Offsets ascend: usually the whole batch is new, else a re-read starts with what was checked.
+    const fresh =
+      BigInt(items[0]?.offset ?? last.offset) > state.checkedThrough
+        ? items
+        : items.filter((item) => BigInt(item.offset) > state.checkedThrough);
     let done: Map<string, string>;
     try {
-      done = await this.deps.doneStore.check([...new Set(fresh.map((item) => item.dedupeKey))]);
+      done = await this.deps.doneStore.lookup(fresh.map((item) => item.dedupeKey));
     } catch (error) {
       if (!this.options.failOpen) throw error;
       this.deps.observer.markFailed?.(error, fresh.length);
       done = new Map();
     }
-    for (const item of fresh) {
-      const outcome = done.get(item.dedupeKey);
-      if (outcome !== undefined) item.alreadyDone = outcome;
-    }
-    state.checkedThrough = BigInt(fresh.at(-1)?.offset ?? state.checkedThrough);
+    if (done.size > 0)
+      for (const item of fresh) {
+        const outcome = done.get(item.dedupeKey);
+        if (outcome !== undefined) item.alreadyDone = outcome;
+      }
+    state.checkedThrough = BigInt(last.offset);
   }
 
   /** Finishes what can be finished now: redeliveries, invalid messages, and events with tokens. */
@@ -233,19 +257,12 @@ export class BatchProcessor {
     }
 
     const starved = new Map<TokenPool, number>();
-    await Promise.all(
-      [...byPool].map(async ([pool, group]) => {
-        const granted = await this.deps.observer.acquire(pool, group.length, () => pool.take(group.length), {
-          topic: state.topic,
-          partition: state.partition,
-          items: group.map((entry) => entry.item),
-        });
-        toSend.push(...group.slice(0, granted));
-        if (granted < group.length) starved.set(pool, group.length - granted);
-      }),
-    );
-
-    const sent = await this.send(await this.recheckBeforeSend(state, toSend, finished));
+    const sent = (
+      await Promise.all([
+        this.send(await this.recheckBeforeSend(state, toSend, finished)),
+        ...[...byPool].map(([pool, group]) => this.sendMetered(state, pool, group, finished, starved)),
+      ])
+    ).flat();
     for (const { item, event, outcome } of sent) {
       finished.push(item);
       const origin = { topic: state.topic, partition: state.partition, offset: item.offset };
@@ -305,10 +322,11 @@ export class BatchProcessor {
       }
     }
 
-    // The outcome is recorded only once its record is on its topic and its mark is in Redis.
-    // Deliveries are remembered first (in this process at once, in Redis in the same tick): if writing
-    // the other records fails, a re-read must not push them again. Records are the outcome of the rest,
-    // so those are marked done only once their records are on the topics.
+    // The outcome is recorded once the provider accepted it or its record is on its topic; the marks
+    // follow without being waited for (see markDone). Deliveries are remembered first (in this process
+    // at once, in Redis in the same tick): if writing the other records fails, a re-read must not push
+    // them again. Records are the outcome of the rest, so those are marked done only once their records
+    // are on the topics.
     const delivered = marks.filter((mark) => mark.outcome === 'delivered');
     const recorded = marks.filter((mark) => mark.outcome !== 'delivered');
     await Promise.all([
@@ -318,6 +336,44 @@ export class BatchProcessor {
     for (const item of finished) state.finished.add(item.offset);
     this.deps.observer.settled?.(finished, state.topic, state.partition);
     return { finished: finished.length, starved };
+  }
+
+  /**
+   * Sends a bucket group's entries one window at a time: take tokens for at most `pool.window` of them,
+   * send those, give the window back once they are answered, and go on while tokens last. Taking right
+   * before sending keeps what the fleet has been granted and the provider has not yet seen small (see
+   * TokenPoolOptions.window). What gets no token is left in `starved`; a 429 ends the loop (the outcome
+   * handling then blocks the fleet).
+   */
+  private async sendMetered(
+    state: PartitionState,
+    pool: TokenPool,
+    group: ReadonlyArray<{ item: Item; event: NotificationEvent }>,
+    finished: Item[],
+    starved: Map<TokenPool, number>,
+  ): Promise<Array<{ item: Item; event: NotificationEvent; outcome: PushOutcome }>> {
+    const sent: Array<{ item: Item; event: NotificationEvent; outcome: PushOutcome }> = [];
+    let next = 0;
+    while (next < group.length) {
+      const slice = group.slice(next, next + pool.window);
+      const granted = await this.deps.observer.acquire(pool, slice.length, () => pool.take(slice.length), {
+        topic: state.topic,
+        partition: state.partition,
+        items: slice.map((entry) => entry.item),
+      });
+      if (granted === 0) break;
+      next += granted;
+      let answered: Array<{ item: Item; event: NotificationEvent; outcome: PushOutcome }>;
+      try {
+        answered = await this.send(await this.recheckBeforeSend(state, slice.slice(0, granted), finished));
+      } finally {
+        pool.release(granted);
+      }
+      sent.push(...answered);
+      if (answered.some(({ outcome }) => outcome.kind === 'retry' && outcome.throttled)) break;
+    }
+    if (next < group.length) starved.set(pool, group.length - next);
+    return sent;
   }
 
   /**
@@ -331,9 +387,9 @@ export class BatchProcessor {
    */
   private async recheckBeforeSend(
     state: PartitionState,
-    toSend: Array<{ item: Item; event: NotificationEvent }>,
+    toSend: ReadonlyArray<{ item: Item; event: NotificationEvent }>,
     finished: Item[],
-  ): Promise<Array<{ item: Item; event: NotificationEvent }>> {
+  ): Promise<ReadonlyArray<{ item: Item; event: NotificationEvent }>> {
     if (toSend.length === 0 || Date.now() > state.recheckUntil) return toSend;
     let done: Map<string, string>;
     try {
@@ -358,7 +414,7 @@ export class BatchProcessor {
   }
 
   private async send(
-    entries: Array<{ item: Item; event: NotificationEvent }>,
+    entries: ReadonlyArray<{ item: Item; event: NotificationEvent }>,
   ): Promise<Array<{ item: Item; event: NotificationEvent; outcome: PushOutcome }>> {
     const byPlatform = new Map<Platform, Array<{ item: Item; event: NotificationEvent }>>();
     for (const entry of entries) {
@@ -405,16 +461,25 @@ export class BatchProcessor {
   }
 
   /**
-   * Done-marks are the dedupe memory, not the outcome itself: when Redis cannot take them the events
-   * are still finished (the outcome happened, and the offset commit keeps them from being read again);
-   * only a crash before that commit could then repeat them. The failure is reported, not thrown.
+   * Done-marks are the dedupe memory, not the outcome itself (the provider's acceptance, or a record on
+   * a topic): when Redis cannot take them the events are still finished, and the offset commit keeps
+   * them from being read again; the failure is reported, not thrown. So the step does not wait for them
+   * to land: this process knows the ids at once (DoneStore.isDoneLocally), Redis gets them in the same
+   * few milliseconds as before, and the offsets are resolved meanwhile. Committing an offset before its
+   * mark lands only narrows the crash window (a committed event is not read again); a re-read before the
+   * commit dedupes against the mark as it did, since the mark is sent just as early. Shutdown waits for
+   * marks in flight (DoneStore.settled).
    */
   private async markDone(marks: ReadonlyArray<{ id: string; outcome: FinalOutcome }>): Promise<void> {
-    try {
-      await this.deps.doneStore.mark(marks);
-    } catch (error) {
+    if (marks.length === 0) return;
+    this.deps.doneStore.mark(marks).catch((error: unknown) => {
       this.deps.observer.markFailed?.(error, marks.length);
-    }
+    });
+  }
+
+  /** Resolves once every done-mark handed over so far has landed in Redis or failed (for shutdown). */
+  marksSettled(): Promise<void> {
+    return this.deps.doneStore.settled();
   }
 
   /** Pauses a partition whose step failed; each failure in a row doubles the wait, up to 10 s. */
@@ -437,12 +502,20 @@ export class BatchProcessor {
 
   /** Resolves offsets up to the first one that is not finished: nothing after a gap is committed. */
   private resolvePrefix(state: PartitionState, items: Item[], resolveOffset: (offset: string) => void): void {
+    let through: string | undefined;
     for (const item of items) {
-      if (state.isResolved(item.offset)) continue;
-      if (!state.finished.has(item.offset)) break;
-      resolveOffset(item.offset);
-      state.resolved(item.offset);
+      if (!state.finished.has(item.offset)) {
+        if (state.isResolved(item.offset)) continue;
+        break;
+      }
+      state.items.delete(item.offset);
+      state.finished.delete(item.offset);
+      through = item.offset;
     }
+    if (through === undefined) return;
+    state.resolved(through);
+    // kafkajs keeps one resolved offset per partition (the next to read): one call for the prefix.
+    resolveOffset(through);
   }
 
   /**

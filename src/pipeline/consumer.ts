@@ -204,6 +204,10 @@ export class NotificationConsumer {
       const chunk = this.config.AQUEDUCT_ACQUIRE_CHUNK ?? Math.max(200, Math.ceil(provider.rate / 4));
       pool = new TokenPool(this.deps.tokenSource, buckets, {
         chunk,
+        // Tokens are taken for no more pushes than can be in flight at once, or a tenth of a second of
+        // the rate when that is more (TokenPoolOptions.window): a provider with no effective limit then
+        // costs one acquire per many windows of sends, not one per window.
+        window: Math.max(this.config.AQUEDUCT_SEND_CONCURRENCY, Math.ceil(provider.rate / 10)),
         onError: (error) => {
           this.observer.limiterError?.(error);
           this.deps.logger.warn({ err: errorSummary(error) }, 'token acquire failed');
@@ -234,6 +238,9 @@ export class NotificationConsumer {
         // No resume timer may fire into a stopping consumer (kafkajs throws once it has stopped).
         this.processor.reset({ unpause: false });
         await this.consumer.stop();
+        // The last steps' done-marks are not waited for by the steps themselves: they land before Redis
+        // is let go.
+        await this.processor.marksSettled();
         await this.consumer.disconnect();
         await Promise.all([...this.pools.values()].map((pool) => pool.close()));
         await this.producer.disconnect();

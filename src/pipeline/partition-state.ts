@@ -26,7 +26,7 @@ export class PartitionState {
   readonly topic: string;
   readonly partition: number;
   readonly key: string;
-  /** Decoded messages whose offsets are not resolved yet. */
+  /** Decoded messages that were not resolved yet when their batch was handled (see keepUnresolved). */
   readonly items = new Map<string, Item>();
   /** Offsets whose outcome is recorded but that wait for an earlier offset before they can be resolved. */
   readonly finished = new Set<string>();
@@ -48,22 +48,30 @@ export class PartitionState {
     this.key = `${topic}:${partition}`;
   }
 
+  /** The item a message was when it was read before (and not resolved since), or a new one. */
   item(message: KafkaMessage, build: (message: KafkaMessage) => Item): Item {
-    let item = this.items.get(message.offset);
-    if (!item) {
-      item = build(message);
-      this.items.set(message.offset, item);
+    return this.items.get(message.offset) ?? build(message);
+  }
+
+  /**
+   * Remembers a batch's items that are not resolved yet, for the next read of the partition. Called once
+   * a batch is handled (however it ended), rather than for every message as it is read: most are
+   * resolved by then, and the map would only churn.
+   */
+  keepUnresolved(items: readonly Item[]): void {
+    // Offsets ascend and what is resolved is a prefix of them.
+    const last = items.at(-1);
+    if (last === undefined || this.isResolved(last.offset)) return;
+    let start = 0;
+    while (start < items.length && this.isResolved((items[start] as Item).offset)) start++;
+    for (let i = start; i < items.length; i++) {
+      const item = items[i] as Item;
+      this.items.set(item.offset, item);
     }
-    return item;
   }
 
   isResolved(offset: string): boolean {
     return BigInt(offset) <= this.resolvedThrough;
-  }
-
-  /** Finished, whether resolved already or waiting for an earlier offset. */
-  isSettled(offset: string): boolean {
-    return this.finished.has(offset) || this.isResolved(offset);
   }
 
   /** Forgets what is resolved (everything up to and including `offset`). */

@@ -6,6 +6,9 @@
  *
  * - `take(n)` answers at once from tokens the process already holds; otherwise the takes of the same
  *   tick are coalesced into one acquire for their total.
+ * - Tokens are taken right before their sends and given back to the window with `release` once the
+ *   sends are answered: the process never holds more than `window` tokens that the provider has not
+ *   seen yet (see {@link TokenPoolOptions.window}). A take that finds the window full waits for a release.
  * - When the bucket is short, the pool is "dry" until the time the limiter named; takes during that
  *   time get nothing and make no Redis call (no busy polling). Partitions that got too little register
  *   a wake-up with `whenRefilled`, pause, and are resumed when the pool has refilled.
@@ -35,12 +38,18 @@ export interface TokenPoolOptions {
   /** When throttled, wait until this many tokens can be had before asking again. */
   chunk: number;
   /**
-   * Largest number of tokens asked for in one call. Default: two chunks. A process that took a whole
-   * burst at once would send it through its bounded connection pool over hundreds of milliseconds while
-   * the other processes send theirs at once; the provider would then see more than the bucket granted
-   * in some window. Small takes keep the delay between a grant and its send short and even.
+   * Most tokens the process holds at once: taken from Redis and not yet released by the sends they were
+   * taken for. Default: two chunks; the consumer sets it to its send concurrency, the requests one
+   * process has in flight per provider.
+   *
+   * Why a window: a token counts against the provider only when its request arrives there. While the
+   * provider's own bucket is full (at the start of a burst, or after a quiet spell) it throws away the
+   * refill that tokens granted here but not yet sent would have used, while Aqueduct's bucket keeps
+   * earning it; the difference later comes back as 429s. The fleet can therefore run ahead of the
+   * provider by at most `window × processes` tokens, which the configured burst must leave as margin
+   * under the provider's (README, "Choosing the limits").
    */
-  maxRequest?: number;
+  window?: number;
   /** Back-off after the limiter failed (Redis unreachable, fail-closed). Default 1000 ms. */
   failureBackoffMs?: number;
   /** Told about limiter failures (for logs and metrics). */
@@ -54,13 +63,19 @@ interface PendingTake {
   resolve: (granted: number) => void;
 }
 
+type ResolvedOptions = Required<Omit<TokenPoolOptions, 'onError' | 'onAcquire'>> &
+  Pick<TokenPoolOptions, 'onError' | 'onAcquire'>;
+
 export class TokenPool {
   readonly buckets: PoolBucket[];
   private readonly source: TokenSource;
-  private readonly options: Required<Omit<TokenPoolOptions, 'onError' | 'onAcquire'>> &
-    Pick<TokenPoolOptions, 'onError' | 'onAcquire'>;
+  private readonly options: ResolvedOptions;
   /** Tokens taken from Redis and not yet handed to a partition. */
   private credit = 0;
+  /** Tokens handed to partitions whose sends are not answered yet (see `release`). */
+  private out = 0;
+  /** Tokens asked for in acquires still on their way. */
+  private asking = 0;
   private dryUntil = 0;
   private blockedUntil = 0;
   private pending: PendingTake[] = [];
@@ -78,8 +93,13 @@ export class TokenPool {
       failureBackoffMs: 1000,
       ...options,
       chunk,
-      maxRequest: Math.min(options.maxRequest ?? chunk * 2, smallestCapacity),
+      window: Math.max(1, Math.min(options.window ?? chunk * 2, smallestCapacity)),
     };
+  }
+
+  /** The most tokens one take can get (and the process can hold unreleased). */
+  get window(): number {
+    return this.options.window;
   }
 
   /** Epoch ms until which the pool expects nothing (0 when not dry). */
@@ -87,20 +107,29 @@ export class TokenPool {
     return this.dryUntil;
   }
 
-  /** Up to `n` tokens: at once from credit, else from one coalesced acquire; 0 while dry. */
+  /**
+   * Up to `min(n, window)` tokens: at once from credit, else from one coalesced acquire, once the window
+   * has room; 0 while dry. Every token granted must be given back with `release` once its send is
+   * answered (or dropped).
+   */
   take(n: number): Promise<number> {
     if (n <= 0 || this.closed) return Promise.resolve(0);
-    if (this.credit >= n) {
-      this.credit -= n;
-      return Promise.resolve(n);
+    const wanted = Math.min(n, this.options.window);
+    if (this.credit >= wanted && this.out + wanted <= this.options.window) {
+      this.credit -= wanted;
+      this.out += wanted;
+      return Promise.resolve(wanted);
     }
     return new Promise((resolve) => {
-      this.pending.push({ n, resolve });
-      if (!this.drainScheduled) {
-        this.drainScheduled = true;
-        setImmediate(() => void this.drain());
-      }
+      this.pending.push({ n: wanted, resolve });
+      this.scheduleDrain();
     });
+  }
+
+  /** The sends of `n` taken tokens are answered (or will not happen): their room in the window is free. */
+  release(n: number): void {
+    this.out = Math.max(0, this.out - n);
+    if (this.pending.length > 0) this.scheduleDrain();
   }
 
   /**
@@ -147,26 +176,49 @@ export class TokenPool {
     if (held > 0) await this.source.refund(this.buckets, held).catch(() => {});
   }
 
+  private scheduleDrain(): void {
+    if (this.drainScheduled) return;
+    this.drainScheduled = true;
+    setImmediate(() => void this.drain());
+  }
+
+  /**
+   * Serves waiting takes in arrival order, as many as the window has room for, from one acquire. While
+   * dry every waiting take gets 0 at once (its partition pauses); takes that do not fit wait for a release.
+   */
   private async drain(): Promise<void> {
     this.drainScheduled = false;
-    const takes = this.pending.splice(0);
-    const wanted = takes.reduce((sum, t) => sum + t.n, 0);
-    await this.refill(wanted);
+    if (this.closed) return;
+    const dry = Date.now() < this.dryUntil;
+    const room = this.options.window - this.out - this.asking;
+    if (!dry && room <= 0) return; // a release drains again
+    const takes: PendingTake[] = [];
+    let wanted = 0;
+    while (this.pending.length > 0 && (dry || wanted < room)) {
+      const take = this.pending.shift() as PendingTake;
+      takes.push(take);
+      wanted += take.n;
+    }
+    if (!dry) await this.refill(Math.min(wanted, room));
     for (const take of takes) {
-      const share = Math.min(take.n, this.credit);
+      const share = Math.min(take.n, this.credit, this.options.window - this.out);
       this.credit -= share;
+      this.out += share;
       take.resolve(share);
     }
+    // Takes left waiting (the window was full) are served, or told the pool is dry, on the next round.
+    if (this.pending.length > 0) this.scheduleDrain();
   }
 
   /** One acquire for `wanted` minus what is held, unless dry. */
   private async refill(wanted: number): Promise<void> {
-    const missing = Math.min(wanted - this.credit, this.options.maxRequest);
+    const missing = wanted - this.credit;
     if (missing <= 0 || this.closed || Date.now() < this.dryUntil) return;
+    this.asking += missing;
     try {
-      const result = await this.source.acquire(this.buckets, missing, {
-        waitFor: Math.min(missing, this.options.chunk),
-      });
+      // The wait is for a whole chunk, not for this take: a throttled fleet then wakes for refills
+      // worth a Redis call each, instead of trickling.
+      const result = await this.source.acquire(this.buckets, missing, { waitFor: this.options.chunk });
       this.credit += result.granted;
       if (result.granted < missing) this.dryUntil = Date.now() + Math.max(1, result.waitMs);
       this.options.onAcquire?.({
@@ -179,6 +231,8 @@ export class TokenPool {
       // Fail closed: nothing is sent unmetered; everyone waits and asks again after the back-off.
       this.dryUntil = Date.now() + this.options.failureBackoffMs;
       this.options.onError?.(error);
+    } finally {
+      this.asking -= missing;
     }
   }
 

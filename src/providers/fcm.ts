@@ -1,4 +1,4 @@
-import type https from 'node:https';
+import https from 'node:https';
 import {
   type App,
   applicationDefault,
@@ -37,6 +37,9 @@ export interface FcmProviderOptions {
   maxInFlight?: number;
 }
 
+/** The host firebase-admin addresses (an endpoint override's agent dials the override instead). */
+const FCM_HOST = 'fcm.googleapis.com';
+
 /** sendEach takes at most 500 messages (firebase-admin's FCM_MAX_BATCH_SIZE). */
 const SEND_EACH_LIMIT = 500;
 
@@ -62,9 +65,11 @@ export class FcmProvider implements PushProvider {
   private readonly app: App;
   private readonly messaging: Messaging;
   private readonly agent: https.Agent;
+  private readonly maxInFlight: number;
 
   constructor(options: FcmProviderOptions) {
     const maxInFlight = options.maxInFlight ?? 64;
+    this.maxInFlight = maxInFlight;
     if (options.accessToken !== undefined && options.endpoint === undefined) {
       throw new ProviderConfigError(
         'fcm',
@@ -115,6 +120,41 @@ export class FcmProvider implements PushProvider {
       const outcome = classifyFcmFailure(describeFcmError(error));
       return part.map((request) => scrub(outcome, request.event.token));
     }
+  }
+
+  /**
+   * Opens the agent's `maxInFlight` keep-alive connections with as many concurrent `GET /` requests
+   * (FCM answers them with a 404 that counts against no quota; so do the simulators). firebase-admin's
+   * HTTP/1.1 transport sends one request per connection: a cold process would otherwise do a TLS
+   * handshake per request for its whole first window of sends, while the tokens for them tick away.
+   */
+  async warmUp(timeoutMs = 5000): Promise<number> {
+    const opened = await Promise.all(
+      Array.from(
+        { length: this.maxInFlight },
+        () =>
+          new Promise<boolean>((resolve) => {
+            const request = https.request(
+              {
+                hostname: FCM_HOST,
+                port: '443',
+                path: '/',
+                method: 'GET',
+                agent: this.agent,
+                timeout: timeoutMs,
+              },
+              (response) => {
+                response.resume();
+                response.once('end', () => resolve(true));
+              },
+            );
+            request.once('timeout', () => request.destroy());
+            request.once('error', () => resolve(false));
+            request.end();
+          }),
+      ),
+    );
+    return opened.filter(Boolean).length;
   }
 
   async close(): Promise<void> {

@@ -33,5 +33,11 @@ export type OutcomeKind = PushOutcome['kind'];
 export interface PushProvider {
   readonly platform: Platform;
   send(batch: readonly PushRequest[]): Promise<PushOutcome[]>;
+  /**
+   * Opens the connections the first sends will need, before any token is taken for them (best effort:
+   * resolves with how many are open, never rejects). Without it the first batch of a fresh process waits
+   * for its TLS handshakes while holding granted tokens.
+   */
+  warmUp?(): Promise<number>;
   close(): Promise<void>;
 }

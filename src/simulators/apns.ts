@@ -183,6 +183,7 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
     statsUrl: statsPort === undefined ? `${url}/stats` : `http://${urlHost(host)}:${statsPort}/stats`,
     stats: () => ({ ...core.stats }),
     records: () => core.records(),
+    admissions: () => core.admissions(),
     faults: () => core.faults,
     setFaults: (update) => core.setFaults(update),
     reset: (limits) => core.reset(limits),

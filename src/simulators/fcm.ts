@@ -26,6 +26,8 @@ export interface FcmSimulator extends RunningSimulator {
   readonly kind: 'fcm';
   /** The project id to configure (FCM_PROJECT_ID): the one served, or `aqueduct-local`. */
   readonly projectId: string;
+  /** TLS connections accepted so far (each one is a handshake a client paid for). */
+  tlsConnections(): number;
 }
 
 const SEND_PATH = /^\/v1\/projects\/([^/?]+)\/messages:send(?:\?.*)?$/;
@@ -131,6 +133,10 @@ export async function startFcmSimulator(options: FcmSimulatorOptions = {}): Prom
   // Keep-alive connections outlive a consumer's pause: fewer reconnects, fewer handshakes. (The HTTP/1.1
   // side of an allowHTTP1 server has this property; @types/node does not know it.)
   (server as unknown as { keepAliveTimeout: number }).keepAliveTimeout = 65_000;
+  let tlsConnections = 0;
+  server.on('secureConnection', () => {
+    tlsConnections += 1;
+  });
   const host = options.host ?? '127.0.0.1';
   const port = await listen(server, host, options.port ?? 0);
   const url = `https://${urlHost(host)}:${port}`;
@@ -146,6 +152,8 @@ export async function startFcmSimulator(options: FcmSimulatorOptions = {}): Prom
     statsUrl: `${url}/stats`,
     stats: () => ({ ...core.stats }),
     records: () => core.records(),
+    admissions: () => core.admissions(),
+    tlsConnections: () => tlsConnections,
     faults: () => core.faults,
     setFaults: (update) => core.setFaults(update),
     reset: (limits) => core.reset(limits),

@@ -213,6 +213,8 @@ export class SimulatorCore {
   private messageIds: string[] = [];
   private recordEventIds: Array<string | undefined> = [];
   private arrivals: number[] = [];
+  /** When each request that took a token from the bucket arrived (accepted or not): the provider's usage. */
+  private admittedAt: number[] = [];
   private payloads: unknown[] = [];
 
   constructor(options: SimulatorOptions) {
@@ -257,6 +259,7 @@ export class SimulatorCore {
       this.stats.throttled += 1;
       return { kind: 'throttle', retryAfterSeconds: wait };
     }
+    this.admittedAt.push(this.now());
     if (faults.drop > 0 || faults.error500 > 0 || faults.error503 > 0) {
       const roll = this.random();
       if (roll < faults.drop) {
@@ -308,6 +311,11 @@ export class SimulatorCore {
     if (this.keepPayloads) this.payloads.push(payload);
   }
 
+  /** Arrival times (epoch ms) of every request that took a token, in order: accepted or failed after. */
+  admissions(): number[] {
+    return [...this.admittedAt];
+  }
+
   records(): AcceptedRecord[] {
     return this.messageIds.map((messageId, i) => {
       const record: AcceptedRecord = {
@@ -327,6 +335,7 @@ export class SimulatorCore {
     this.messageIds = [];
     this.recordEventIds = [];
     this.arrivals = [];
+    this.admittedAt = [];
     this.payloads = [];
     this.bucket = new TokenBucket(
       limits.rate ?? this.bucket.rate,
@@ -363,6 +372,8 @@ export interface RunningSimulator {
   stats(): SimulatorStats;
   /** Every accepted notification so far, in arrival order. */
   records(): AcceptedRecord[];
+  /** Arrival times (epoch ms) of every request that took a token from the bucket, accepted or not. */
+  admissions(): number[];
   /** The faults in force. */
   faults(): SimulatorFaults;
   /** Changes some faults (the others stay); returns the faults now in force. */

@@ -14,6 +14,8 @@ export interface PipelineTotals {
   resumed: number;
   tokensRequested: number;
   tokensGranted: number;
+  /** Acquire calls this process's pools made to Redis (takes answered from held tokens are not calls). */
+  acquireCalls: number;
   limiterErrors: number;
 }
 
@@ -34,6 +36,7 @@ export class SummaryObserver implements PipelineObserver {
     resumed: 0,
     tokensRequested: 0,
     tokensGranted: 0,
+    acquireCalls: 0,
     limiterErrors: 0,
   };
   private timer: NodeJS.Timeout | undefined;
@@ -44,6 +47,10 @@ export class SummaryObserver implements PipelineObserver {
     this.totals.tokensRequested += requested;
     this.totals.tokensGranted += granted;
     return granted;
+  }
+
+  poolAcquired(): void {
+    this.totals.acquireCalls++;
   }
 
   send<T>(_context: unknown, send: () => Promise<T>): Promise<T> {

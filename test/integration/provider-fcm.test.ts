@@ -41,6 +41,28 @@ describe('FCM provider (firebase-admin) against the FCM simulator', () => {
     expect(fcm.libraryRetriesDisabled).toBe(true);
   });
 
+  it('warmUp opens the connections that the first sends then reuse (no handshake per push)', async () => {
+    const cold = createFcmProvider(
+      {
+        FCM_ENDPOINT: sim.url,
+        FCM_CA_FILE: files.write('fcm-warm.pem', sim.caPem),
+        FCM_PROJECT_ID: 'aqueduct-test',
+      },
+      { maxInFlight: 8 },
+    );
+    try {
+      const before = sim.tlsConnections();
+      expect(await cold.warmUp()).toBe(8);
+      expect(sim.tlsConnections() - before).toBe(8);
+      expect(sim.stats().requests).toBe(0); // GET / is no push: nothing counted, no token taken
+      const outcomes = await cold.send(Array.from({ length: 8 }, () => pushRequest()));
+      expect(outcomes.every((o) => o.kind === 'delivered')).toBe(true);
+      expect(sim.tlsConnections() - before).toBe(8);
+    } finally {
+      await cold.close();
+    }
+  });
+
   it('delivers, mapping every event field onto the FCM v1 message', async () => {
     const request = pushRequest({
       notification: { title: 'Título', body: 'Body ✓' },

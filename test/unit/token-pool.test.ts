@@ -30,10 +30,11 @@ describe('TokenPool', () => {
     const pool = new TokenPool(source, buckets, { chunk: 200 });
     const granted = await Promise.all([pool.take(30), pool.take(50), pool.take(20)]);
     expect(granted).toEqual([30, 50, 20]);
-    expect(calls).toEqual([{ n: 100, waitFor: 100 }]);
+    // The wait it would be told of is for a whole chunk, however small the take.
+    expect(calls).toEqual([{ n: 100, waitFor: 200 }]);
   });
 
-  it('asks for at most two chunks at a time and shares a short grant in arrival order', async () => {
+  it('asks for at most a window (two chunks by default) and shares a short grant in arrival order', async () => {
     const { source, calls } = countingSource({ left: 250 });
     const pool = new TokenPool(source, buckets, { chunk: 200 });
     const granted = await Promise.all([pool.take(300), pool.take(300)]);
@@ -72,5 +73,38 @@ describe('TokenPool', () => {
     expect(woken).toBe(false);
     await pool.close();
     expect(await pool.take(1)).toBe(0);
+  });
+
+  it('holds at most a window of unreleased tokens: a take waits for a release, then gets the room freed', async () => {
+    const { source, calls } = countingSource({ left: 10_000 });
+    const pool = new TokenPool(source, buckets, { chunk: 200, window: 64 });
+    expect(await pool.take(100)).toBe(64); // one take never gets more than the window
+    let second: number | undefined;
+    const waiting = pool.take(10).then((granted) => {
+      second = granted;
+      return granted;
+    });
+    await sleep(20);
+    expect(second).toBeUndefined(); // the window is full: no Redis call, no answer yet
+    expect(calls).toHaveLength(1);
+    pool.release(40);
+    expect(await waiting).toBe(10);
+    expect(calls.map((c) => c.n)).toEqual([64, 10]);
+    // 24 + 10 held: 30 more fit, and a take for 50 gets just those.
+    expect(await pool.take(50)).toBe(30);
+    pool.release(64);
+    expect(await pool.take(64)).toBe(64);
+  });
+
+  it('answers takes waiting for room with 0 once the bucket runs dry', async () => {
+    const tokens = { left: 64 };
+    const { source, calls } = countingSource(tokens, 100);
+    const pool = new TokenPool(source, buckets, { chunk: 200, window: 64 });
+    expect(await pool.take(64)).toBe(64);
+    const waiting = pool.take(64);
+    pool.release(64);
+    expect(await waiting).toBe(0); // room again, but Redis had nothing left
+    expect(calls).toHaveLength(2);
+    expect(pool.dryUntilMs).toBeGreaterThan(Date.now());
   });
 });
