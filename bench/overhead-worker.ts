@@ -2,7 +2,7 @@
  * One side of `npm run bench -- overhead`, in a process of its own so that its peak RSS is its own.
  *   node bench/overhead-worker.ts raw|aqueduct|aqueduct-http <count>
  * Environment: KAFKA_BROKERS, REDIS_URL, AQUEDUCT_TOPIC, AQUEDUCT_GROUP_ID (and the simulators' for
- * aqueduct-http). Prints one JSON line: { messages, seconds, messagesPerSecond, peakRssMiB }.
+ * aqueduct-http). Prints one JSON line: { messages, seconds, messagesPerSecond, cpuSeconds, peakRssMiB }.
  */
 import { Redis } from 'ioredis';
 import { loadConfig } from '../src/config.ts';
@@ -22,16 +22,25 @@ const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `overhead-$
 let handled = 0;
 let firstAt = 0;
 let lastAt = 0;
+/** CPU time of this process (all its threads) from the first message handled to the last. */
+let cpuAtFirst: NodeJS.CpuUsage | undefined;
+let cpuInWindow: NodeJS.CpuUsage | undefined;
 let finish: () => void = () => {};
 const finished = new Promise<void>((resolve) => {
   finish = resolve;
 });
 const tally = (n: number) => {
   const now = performance.now();
-  if (firstAt === 0) firstAt = now;
+  if (firstAt === 0) {
+    firstAt = now;
+    cpuAtFirst = process.cpuUsage();
+  }
   handled += n;
   lastAt = now;
-  if (handled >= count) finish();
+  if (handled >= count) {
+    cpuInWindow ??= process.cpuUsage(cpuAtFirst);
+    finish();
+  }
 };
 
 if (mode === 'raw') {
@@ -96,6 +105,7 @@ console.log(
     messages: handled,
     seconds: Number(seconds.toFixed(3)),
     messagesPerSecond: Math.round(handled / seconds),
+    cpuSeconds: Number((((cpuInWindow?.user ?? 0) + (cpuInWindow?.system ?? 0)) / 1e6).toFixed(3)),
     peakRssMiB: Math.round(process.resourceUsage().maxRSS / 1024),
   }),
 );

@@ -38,6 +38,8 @@ interface WorkerResult {
   messages: number;
   seconds: number;
   messagesPerSecond: number;
+  /** CPU time of the worker process (all threads) over the same window as `seconds`. */
+  cpuSeconds: number;
   peakRssMiB: number;
 }
 
@@ -138,6 +140,11 @@ export async function main(): Promise<void> {
   console.log(`${result.targets.ratio.met ? 'met    ' : 'MISSED '} ratio ≥ 0.8: ${result.ratio}`);
 }
 
+/** "0.71 / 1.04": a worker's CPU seconds over its measured wall seconds (older results have no CPU time). */
+function cpu(run: { seconds: number; cpuSeconds?: number }): string {
+  return run.cpuSeconds === undefined ? '–' : `${run.cpuSeconds} / ${run.seconds}`;
+}
+
 /** The README block for the overhead scenario. */
 export function overheadMarkdown(result: Awaited<ReturnType<typeof runOverheadBench>>): string {
   const m = result.machine;
@@ -147,6 +154,7 @@ export function overheadMarkdown(result: Awaited<ReturnType<typeof runOverheadBe
     '| | raw kafkajs `eachBatch`, decode only | Aqueduct pipeline, no-op provider | Aqueduct, real clients → simulators (reference) |',
     '| --- | ---: | ---: | ---: |',
     `| messages/s | ${result.rawMessagesPerSecond} | ${result.aqueductMessagesPerSecond} | ${result.aqueductHttpMessagesPerSecond} |`,
+    `| CPU s / wall s of the worker process | ${cpu(result.runs.raw)} | ${cpu(result.runs.aqueduct)} | ${cpu(result.runs.aqueductHttp)} |`,
     `| peak RSS (MiB) | ${result.rawPeakRssMiB} | ${result.aqueductPeakRssMiB} | ${result.aqueductHttpPeakRssMiB} |`,
     '',
     `\`ratio\` = ${result.ratio} (target ≥ 0.8: ${result.targets.ratio.met ? 'met' : '**missed**'}).`,

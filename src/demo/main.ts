@@ -1,9 +1,10 @@
 /**
  * `npm run demo`: the viral burst, live. With no configuration it starts a local Kafka broker and
- * redis-server (or uses KAFKA_BROKERS / REDIS_URL), both provider simulators enforcing a typical limit
- * (800/s, burst 2000 each), publishes a burst of events (20 000; `--events N`) onto a six-partition
- * topic, and lets three `aqueduct consume` processes drain it. A live view shows the flow; the summary
- * counts come from the simulators' records and the topics. `--json` makes the last line one JSON object.
+ * redis-server (or uses KAFKA_BROKERS / REDIS_URL), the two provider simulators enforcing a typical
+ * aggregate limit (800/s, burst 2000, half of it each), publishes a burst of events (20 000;
+ * `--events N`) onto a six-partition topic, and lets three `aqueduct consume` processes drain it. A live
+ * view shows the flow; the summary counts come from the simulators' records and the topics. `--json`
+ * makes the last line one JSON object.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -13,13 +14,10 @@ import { type BurstStatus, runBurst } from '../harness/burst.ts';
 import { SetupError } from '../services/errors.ts';
 import { type Services, startServices } from '../services/index.ts';
 
-const PROVIDER = { rate: 800, burst: 2000 };
-/**
- * How a user configures Aqueduct for that provider: 5% under its rate and 10% under its burst. The
- * margin absorbs the milliseconds between a grant and its send, which on a busy machine vary enough to
- * turn an exact copy of the provider's limit into 429s.
- */
-const AQUEDUCT = { rate: 760, burst: 1800 };
+/** The aggregate limit (800/s, burst 2000), shared evenly by the two simulated providers. */
+const PROVIDER = { rate: 400, burst: 1000 };
+/** Pushes (and so unreleased tokens) one consumer has in flight per provider: AQUEDUCT_SEND_CONCURRENCY. */
+const SEND_CONCURRENCY = 64;
 
 const { values } = parseArgs({
   options: {
@@ -37,6 +35,14 @@ if (values.help) {
 const events = wholeNumber('events', values.events);
 const consumers = wholeNumber('consumers', values.consumers);
 const partitions = wholeNumber('partitions', values.partitions);
+/**
+ * How a user configures Aqueduct for that provider (README, "Choosing the limits"): 5% under its rate,
+ * and its burst less what the fleet can have granted but not yet sent (consumers × send concurrency).
+ */
+const AQUEDUCT = {
+  rate: PROVIDER.rate * 0.95,
+  burst: Math.max(PROVIDER.burst / 10, PROVIDER.burst - consumers * SEND_CONCURRENCY),
+};
 /** Progress goes to stderr with --json, so that stdout's last line is the JSON object. */
 const say = (message: string) => (values.json ? console.error(message) : console.log(message));
 
@@ -57,7 +63,7 @@ try {
   services = await startServices({ log: say });
   logDir = await mkdtemp(join(tmpdir(), 'aqueduct-demo-'));
   say(
-    `Viral burst: ${events} events → ${partitions} partitions → ${consumers} consumers → FCM + APNs simulators (each ${PROVIDER.rate}/s, burst ${PROVIDER.burst})`,
+    `Viral burst: ${events} events → ${partitions} partitions → ${consumers} consumers → FCM + APNs simulators (each ${PROVIDER.rate}/s, burst ${PROVIDER.burst}; Aqueduct set to ${AQUEDUCT.rate}/s, burst ${AQUEDUCT.burst} each)`,
   );
   const live = liveView(say, !values.json && process.stdout.isTTY === true);
   const result = await runBurst({
@@ -70,6 +76,7 @@ try {
     aqueduct: AQUEDUCT,
     limiter: true,
     deadTokenRatio: 0.01,
+    env: { AQUEDUCT_SEND_CONCURRENCY: String(SEND_CONCURRENCY) },
     logDir,
     onTick: live,
   });

@@ -14,8 +14,9 @@ import { publishEvents } from '../publish/publisher.ts';
 import type { SimulatorFaults } from '../simulators/shared.ts';
 import { type ConsumerProcess, consumerCrashes, fleetEnv, spawnConsumer } from './fleet.ts';
 import { outcomesSoFar } from './ledger.ts';
-import { commandStats, roundTripsBetween } from './redis-stats.ts';
+import { commandStats, isRoundTrip, roundTripsBetween } from './redis-stats.ts';
 import { startSimulators } from './simulators.ts';
+import { steadyRate } from './steady-rate.ts';
 import { eventIdOf, readTopic } from './topics.ts';
 
 /** Options of {@link runBurst}. */
@@ -74,22 +75,24 @@ export interface BurstResult {
   /** Sum over providers of the rate Aqueduct was configured with (the providers' allowance with no limiter). */
   configuredRate: number;
   /**
-   * Steady-state deliveries per second, summed over providers: counted, for each provider, from the
-   * moment its burst allowance is spent (after its first `burst` deliveries, and once its bucket would be
-   * empty) until its last delivery.
+   * Steady-state deliveries per second, summed over providers: for each provider, measured while the
+   * configured bucket's burst allowance is spent (see `steadyRate`).
    */
   achievedRate: number;
   /** Delivered ÷ (provider burst + provider rate × elapsed), the lower of the two providers. */
   envelopeRatio: number;
+  /** Every request the provider let through (failed ones too) ÷ the same envelope, the lower of the two. */
+  requestEnvelopeRatio: number;
   /** Publish acknowledgement → provider acceptance, in ms. */
   p50Ms: number;
   p99Ms: number;
   /** Top-level Redis calls (INFO commandstats, before/after) ÷ delivered. */
   redisCallsPerPush: number;
-  perProvider: Record<
-    Platform,
-    { delivered: number; achievedRate: number; envelopeRatio: number; provider429: number }
-  >;
+  /**
+   * Per provider; `requestEnvelopeRatio` is what the provider let through (every request that took a
+   * token, including dead tokens and 5xx) ÷ the same envelope: how much of the allowance was used at all.
+   */
+  perProvider: Record<Platform, ProviderFigures>;
   /** Deliveries and 429s per second of the run, for the picture. */
   timeline: Array<{ second: number; delivered: number; provider429: number }>;
   consumerCrashes: number;
@@ -108,6 +111,14 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
   const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
   const kafka = createKafka({ brokers: options.kafkaBrokers, clientId: 'aqueduct-burst' });
   const redis = new Redis(options.redisUrl);
+  // The harness's own calls (the live view's bucket inspection) reach the same server; they are counted
+  // here and taken out of the consumers' figure.
+  let harnessCalls = 0;
+  const sendCommand = redis.sendCommand.bind(redis);
+  redis.sendCommand = (command, stream) => {
+    if (isRoundTrip(command.name.toLowerCase())) harnessCalls++;
+    return sendCommand(command, stream);
+  };
   const simulators = await startSimulators({
     ...options.provider,
     faults: { deadTokenPrefix: 'dead-', ...options.faults },
@@ -133,6 +144,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     }
 
     const statsBefore = await commandStats(redis);
+    harnessCalls = 0;
     const env = fleetEnv({
       kafkaBrokers: options.kafkaBrokers,
       redisUrl: options.redisUrl,
@@ -190,6 +202,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     }
     const seconds = (Date.now() - started) / 1000;
     const statsAfter = await commandStats(redis);
+    const harnessCallsDuringRun = harnessCalls;
     await Promise.all(consumers.map((c) => c.stop()));
 
     // The ledger: who got which outcome, from the simulators and the topics.
@@ -218,7 +231,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       if (at !== undefined && i >= 0) latencies.push(record.arrivedAtMs - at);
     }
     latencies.sort((a, b) => a - b);
-    const redisCalls = roundTripsBetween(statsBefore, statsAfter);
+    const redisCalls = roundTripsBetween(statsBefore, statsAfter) - harnessCallsDuringRun;
     return {
       published: published.published,
       delivered: accepted.ids.size,
@@ -232,6 +245,10 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       configuredRate: options.limiter ? options.aqueduct.rate * 2 : options.provider.rate * 2,
       achievedRate: round(perProvider.fcm.achievedRate + perProvider.apns.achievedRate, 1),
       envelopeRatio: round(Math.min(perProvider.fcm.envelopeRatio, perProvider.apns.envelopeRatio), 4),
+      requestEnvelopeRatio: round(
+        Math.min(perProvider.fcm.requestEnvelopeRatio, perProvider.apns.requestEnvelopeRatio),
+        4,
+      ),
       p50Ms: Math.round(quantile(latencies, 0.5)),
       p99Ms: Math.round(quantile(latencies, 0.99)),
       redisCallsPerPush: round(redisCalls / Math.max(1, accepted.ids.size), 4),
@@ -275,41 +292,40 @@ function pausedNow(consumers: readonly ConsumerProcess[]): number {
   return paused;
 }
 
+interface ProviderFigures {
+  delivered: number;
+  achievedRate: number;
+  /** How long the throttled phase that `achievedRate` was measured over lasted, in seconds (0: none). */
+  steadySeconds: number;
+  envelopeRatio: number;
+  requestEnvelopeRatio: number;
+  provider429: number;
+}
+
 function providerFigures(
-  simulator: { records(): Array<{ arrivedAtMs: number }>; stats(): { throttled: number } },
+  simulator: {
+    records(): Array<{ arrivedAtMs: number }>;
+    admissions(): number[];
+    stats(): { throttled: number };
+  },
   options: BurstOptions,
-): { delivered: number; achievedRate: number; envelopeRatio: number; provider429: number } {
+): ProviderFigures {
   const arrivals = simulator
     .records()
     .map((r) => r.arrivedAtMs)
     .sort((a, b) => a - b);
+  const admissions = simulator.admissions().sort((a, b) => a - b);
   const first = arrivals[0] ?? 0;
   const last = arrivals.at(-1) ?? 0;
-  const burst = options.provider.burst;
-  const rate = options.provider.rate;
-  // Steady state begins once the burst allowance is spent: after the first `burst` deliveries, and not
-  // before the provider's bucket would be (all but 5%) empty. When the consumers start slower than the
-  // bucket drains, the first `burst` deliveries come before the allowance is spent, and the refill saved
-  // up meanwhile would otherwise be counted as rate.
-  let steadyIndex = burst;
-  while (steadyIndex < arrivals.length) {
-    const at = arrivals[steadyIndex] as number;
-    if (burst + rate * ((at - first) / 1000) - (steadyIndex + 1) <= burst * 0.05) break;
-    steadyIndex++;
-  }
-  // Never spent (the consumers were slower than the provider's rate throughout): count after the burst.
-  if (steadyIndex >= arrivals.length - 1) steadyIndex = burst;
-  const steadyStart = arrivals[steadyIndex];
-  const steadyCount = arrivals.length - 1 - steadyIndex;
-  const achievedRate =
-    steadyStart !== undefined && last > steadyStart && steadyCount > 0
-      ? steadyCount / ((last - steadyStart) / 1000)
-      : 0;
-  const envelope = burst + options.provider.rate * ((last - first) / 1000);
+  const envelope = options.provider.burst + options.provider.rate * ((last - first) / 1000);
+  const used = admissions.filter((at) => at >= first && at <= last).length;
+  const steady = steadyRate(arrivals, admissions, options.limiter ? options.aqueduct : options.provider);
   return {
     delivered: arrivals.length,
-    achievedRate: round(achievedRate, 1),
+    achievedRate: round(steady.rate, 1),
+    steadySeconds: round(steady.seconds, 2),
     envelopeRatio: arrivals.length === 0 ? 0 : round(arrivals.length / envelope, 4),
+    requestEnvelopeRatio: arrivals.length === 0 ? 0 : round(used / envelope, 4),
     provider429: simulator.stats().throttled,
   };
 }
