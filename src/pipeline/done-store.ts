@@ -24,11 +24,18 @@ export interface DoneStoreOptions {
   /** Most keys in one script call. Default 1000. */
   maxKeysPerCall?: number;
   /**
-   * How long checks and marks wait for others to join them in one call, in ms. Default 5: the partitions
-   * of a process are fetched and woken together but finish their steps a few ms apart, and at saturation
-   * one call each instead of one per partition is what keeps Redis near a call per hundred pushes.
+   * How long checks wait for others to join them in one call, in ms. Default 5: the partitions of a
+   * process are fetched and woken together but finish their steps a few ms apart, and at saturation one
+   * call each instead of one per partition is what keeps Redis near a call per hundred pushes.
    */
   coalesceMs?: number;
+  /**
+   * How long marks wait for others to join them in one call, in ms. Default 25: nothing waits for a
+   * mark (the step goes on, and shutdown waits for what is in flight), so a longer wait costs only the
+   * span in which a crash would forget a delivery's dedupe memory; a throttled fleet finishes a step per
+   * partition every refill, and gathering them saves a call each.
+   */
+  markCoalesceMs?: number;
 }
 
 /**
@@ -64,7 +71,7 @@ export class DoneStore {
     redis.defineCommand('aqDoneMark', { lua: script('done-mark') });
     redis.defineCommand('aqDoneForget', { lua: script('done-forget') });
     this.redis = redis as Redis & DoneCommands;
-    this.options = { maxKeysPerCall: 1000, coalesceMs: 5, ...options };
+    this.options = { maxKeysPerCall: 1000, coalesceMs: 5, markCoalesceMs: 25, ...options };
     this.keyPrefix = `${options.prefix}:{done}:`;
   }
 
@@ -153,8 +160,8 @@ export class DoneStore {
       this.remember(id);
     }
     if (!this.flushing) {
-      const flushing = new Promise<void>((resolve) => setTimeout(resolve, this.options.coalesceMs)).then(() =>
-        this.flush(),
+      const flushing = new Promise<void>((resolve) => setTimeout(resolve, this.options.markCoalesceMs)).then(
+        () => this.flush(),
       );
       this.flushing = flushing;
       this.unsettled.add(flushing);
