@@ -257,10 +257,13 @@ export class BatchProcessor {
     }
 
     const starved = new Map<TokenPool, number>();
+    const markedEarly = new Set<string>();
     const sent = (
       await Promise.all([
         this.send(await this.recheckBeforeSend(state, toSend, finished)),
-        ...[...byPool].map(([pool, group]) => this.sendMetered(state, pool, group, finished, starved)),
+        ...[...byPool].map(([pool, group]) =>
+          this.sendMetered(state, pool, group, { finished, starved, markedEarly }),
+        ),
       ])
     ).flat();
     for (const { item, event, outcome } of sent) {
@@ -269,7 +272,7 @@ export class BatchProcessor {
       this.deps.observer.outcome?.(event, outcome, item);
       switch (outcome.kind) {
         case 'delivered':
-          marks.push({ id: event.id, outcome: 'delivered' });
+          if (!markedEarly.has(event.id)) marks.push({ id: event.id, outcome: 'delivered' });
           break;
         case 'invalid-token':
           records.push({
@@ -349,8 +352,7 @@ export class BatchProcessor {
     state: PartitionState,
     pool: TokenPool,
     group: ReadonlyArray<{ item: Item; event: NotificationEvent }>,
-    finished: Item[],
-    starved: Map<TokenPool, number>,
+    step: { finished: Item[]; starved: Map<TokenPool, number>; markedEarly: Set<string> },
   ): Promise<Array<{ item: Item; event: NotificationEvent; outcome: PushOutcome }>> {
     const sent: Array<{ item: Item; event: NotificationEvent; outcome: PushOutcome }> = [];
     let next = 0;
@@ -365,14 +367,22 @@ export class BatchProcessor {
       next += granted;
       let answered: Array<{ item: Item; event: NotificationEvent; outcome: PushOutcome }>;
       try {
-        answered = await this.send(await this.recheckBeforeSend(state, slice.slice(0, granted), finished));
+        answered = await this.send(
+          await this.recheckBeforeSend(state, slice.slice(0, granted), step.finished),
+        );
       } finally {
         pool.release(granted);
       }
+      // Deliveries are marked as each window is answered, not when the whole step is: a step can span
+      // many windows, and a process killed meanwhile would leave the early ones unmarked (pushed again
+      // by the partition's next owner).
+      const delivered = answered.filter(({ outcome }) => outcome.kind === 'delivered');
+      for (const { event } of delivered) step.markedEarly.add(event.id);
+      void this.markDone(delivered.map(({ event }) => ({ id: event.id, outcome: 'delivered' as const })));
       sent.push(...answered);
       if (answered.some(({ outcome }) => outcome.kind === 'retry' && outcome.throttled)) break;
     }
-    if (next < group.length) starved.set(pool, group.length - next);
+    if (next < group.length) step.starved.set(pool, group.length - next);
     return sent;
   }
 

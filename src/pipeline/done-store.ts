@@ -30,10 +30,11 @@ export interface DoneStoreOptions {
    */
   coalesceMs?: number;
   /**
-   * How long marks wait for others to join them in one call, in ms. Default 25: nothing waits for a
+   * How long marks wait for others to join them in one call, in ms. Default 50: nothing waits for a
    * mark (the step goes on, and shutdown waits for what is in flight), so a longer wait costs only the
-   * span in which a crash would forget a delivery's dedupe memory; a throttled fleet finishes a step per
-   * partition every refill, and gathering them saves a call each.
+   * span in which a crash would forget a delivery's dedupe memory (the fault benchmark's kill -9 still
+   * pushes nothing twice); the windows of a process's partitions are answered a few ms apart, and
+   * gathering them saves a call each.
    */
   markCoalesceMs?: number;
 }
@@ -71,7 +72,7 @@ export class DoneStore {
     redis.defineCommand('aqDoneMark', { lua: script('done-mark') });
     redis.defineCommand('aqDoneForget', { lua: script('done-forget') });
     this.redis = redis as Redis & DoneCommands;
-    this.options = { maxKeysPerCall: 1000, coalesceMs: 5, markCoalesceMs: 25, ...options };
+    this.options = { maxKeysPerCall: 1000, coalesceMs: 5, markCoalesceMs: 50, ...options };
     this.keyPrefix = `${options.prefix}:{done}:`;
   }
 
