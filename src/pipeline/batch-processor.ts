@@ -257,13 +257,10 @@ export class BatchProcessor {
     }
 
     const starved = new Map<TokenPool, number>();
-    const markedEarly = new Set<string>();
     const sent = (
       await Promise.all([
         this.send(await this.recheckBeforeSend(state, toSend, finished)),
-        ...[...byPool].map(([pool, group]) =>
-          this.sendMetered(state, pool, group, { finished, starved, markedEarly }),
-        ),
+        ...[...byPool].map(([pool, group]) => this.sendMetered(state, pool, group, { finished, starved })),
       ])
     ).flat();
     for (const { item, event, outcome } of sent) {
@@ -272,8 +269,7 @@ export class BatchProcessor {
       this.deps.observer.outcome?.(event, outcome, item);
       switch (outcome.kind) {
         case 'delivered':
-          if (!markedEarly.has(event.id)) marks.push({ id: event.id, outcome: 'delivered' });
-          break;
+          break; // marked by send() as soon as the provider answered
         case 'invalid-token':
           records.push({
             kind: 'invalid-token',
@@ -326,16 +322,11 @@ export class BatchProcessor {
     }
 
     // The outcome is recorded once the provider accepted it or its record is on its topic; the marks
-    // follow without being waited for (see markDone). Deliveries are remembered first (in this process
-    // at once, in Redis in the same tick): if writing the other records fails, a re-read must not push
-    // them again. Records are the outcome of the rest, so those are marked done only once their records
-    // are on the topics.
-    const delivered = marks.filter((mark) => mark.outcome === 'delivered');
-    const recorded = marks.filter((mark) => mark.outcome !== 'delivered');
-    await Promise.all([
-      this.markDone(delivered),
-      this.deps.outcomes.write(records).then(() => this.markDone(recorded)),
-    ]);
+    // follow without being waited for (see markDone). Deliveries were marked by send() already: if
+    // writing the other records fails, a re-read must not push them again. Records are the outcome of
+    // the rest, so those are marked done only once their records are on the topics.
+    await this.deps.outcomes.write(records);
+    this.markDone(marks);
     for (const item of finished) state.finished.add(item.offset);
     this.deps.observer.settled?.(finished, state.topic, state.partition);
     return { finished: finished.length, starved };
@@ -352,7 +343,7 @@ export class BatchProcessor {
     state: PartitionState,
     pool: TokenPool,
     group: ReadonlyArray<{ item: Item; event: NotificationEvent }>,
-    step: { finished: Item[]; starved: Map<TokenPool, number>; markedEarly: Set<string> },
+    step: { finished: Item[]; starved: Map<TokenPool, number> },
   ): Promise<Array<{ item: Item; event: NotificationEvent; outcome: PushOutcome }>> {
     const sent: Array<{ item: Item; event: NotificationEvent; outcome: PushOutcome }> = [];
     let next = 0;
@@ -373,12 +364,6 @@ export class BatchProcessor {
       } finally {
         pool.release(granted);
       }
-      // Deliveries are marked as each window is answered, not when the whole step is: a step can span
-      // many windows, and a process killed meanwhile would leave the early ones unmarked (pushed again
-      // by the partition's next owner).
-      const delivered = answered.filter(({ outcome }) => outcome.kind === 'delivered');
-      for (const { event } of delivered) step.markedEarly.add(event.id);
-      void this.markDone(delivered.map(({ event }) => ({ id: event.id, outcome: 'delivered' as const })));
       sent.push(...answered);
       if (answered.some(({ outcome }) => outcome.kind === 'retry' && outcome.throttled)) break;
     }
@@ -450,7 +435,16 @@ export class BatchProcessor {
         }));
       }),
     );
-    return results.flat();
+    const sent = results.flat();
+    // Deliveries are marked as soon as their sends are answered, not when the step ends: a step spans
+    // many send windows, and a process killed meanwhile would leave the early ones unmarked (pushed
+    // again by the partition's next owner).
+    this.markDone(
+      sent
+        .filter(({ outcome }) => outcome.kind === 'delivered')
+        .map(({ event }) => ({ id: event.id, outcome: 'delivered' })),
+    );
+    return sent;
   }
 
   /** A 429: every consumer of the fleet stops sending to this provider until Retry-After has passed. */
@@ -480,7 +474,7 @@ export class BatchProcessor {
    * commit dedupes against the mark as it did, since the mark is sent just as early. Shutdown waits for
    * marks in flight (DoneStore.settled).
    */
-  private async markDone(marks: ReadonlyArray<{ id: string; outcome: FinalOutcome }>): Promise<void> {
+  private markDone(marks: ReadonlyArray<{ id: string; outcome: FinalOutcome }>): void {
     if (marks.length === 0) return;
     this.deps.doneStore.mark(marks).catch((error: unknown) => {
       this.deps.observer.markFailed?.(error, marks.length);

@@ -49,24 +49,11 @@ describe('steadyRate', () => {
   });
 
   it('does not count the allowance saved up before the phase, nor a short lull inside it', () => {
-    const lulled = fleet({
-      rate: 760,
-      burst: 1800,
-      capacity: 3000,
-      chunk: 200,
-      total: 9000,
-      lulls: [[4000, 4500]],
-    });
+    const busy = { rate: 760, burst: 1800, capacity: 3000, chunk: 200, total: 9000 };
+    const lulled = fleet({ ...busy, lulls: [[4000, 4500]] });
     near(steadyRate(lulled, lulled, { rate: 760, burst: 1800 }).rate, 760);
     // A lull at the start (a rebalance): the bucket refills only up to its burst meanwhile.
-    const lateStart = fleet({
-      rate: 760,
-      burst: 1800,
-      capacity: 3000,
-      chunk: 200,
-      total: 9000,
-      lulls: [[300, 3300]],
-    });
+    const lateStart = fleet({ ...busy, lulls: [[300, 3300]] });
     near(steadyRate(lateStart, lateStart, { rate: 760, burst: 1800 }).rate, 760);
   });
 
