@@ -27,23 +27,36 @@ export async function ensureTopics(
 }
 
 /**
- * Waits until every partition of the topics has a leader. kafkajs' own `waitForLeaders` gives up on the
- * first UNKNOWN_TOPIC_OR_PARTITION, which a busy broker answers for a moment after creating a topic.
+ * Waits until every partition of the topics is served by its leader. A leader in the metadata is not
+ * enough: for a moment after a topic is created the broker names a leader that still answers
+ * NOT_LEADER_OR_FOLLOWER, and kafkajs retries a whole produce request when one partition in it fails,
+ * so a producer without idempotence would append the other partitions' messages twice. A ListOffsets
+ * request is answered by the leader itself, so its success means produce requests are taken too.
+ * (kafkajs' own `waitForLeaders` also gives up on the first UNKNOWN_TOPIC_OR_PARTITION, which a busy
+ * broker answers for a moment after creating a topic.)
  */
 async function waitForLeaders(admin: Admin, topics: string[], timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  const waiting = new Set(topics);
   for (;;) {
-    try {
-      const { topics: metadata } = await admin.fetchTopicMetadata({ topics });
-      const ready = metadata.every(
-        (t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0),
-      );
-      if (ready && metadata.length === topics.length) return;
-    } catch (error) {
-      if (Date.now() > deadline) throw error;
+    let lastError: unknown;
+    for (const topic of [...waiting]) {
+      try {
+        const [metadata] = (await admin.fetchTopicMetadata({ topics: [topic] })).topics;
+        const led = metadata !== undefined && metadata.partitions.length > 0;
+        if (led && metadata.partitions.every((p) => p.leader >= 0)) {
+          await admin.fetchTopicOffsets(topic);
+          waiting.delete(topic);
+        }
+      } catch (error) {
+        lastError = error;
+      }
     }
-    if (Date.now() > deadline)
-      throw new Error(`topics ${topics.join(', ')} have no leaders after ${timeoutMs} ms`);
+    if (waiting.size === 0) return;
+    if (Date.now() > deadline) {
+      const cause = lastError instanceof Error ? `: ${lastError.message}` : '';
+      throw new Error(`topics ${[...waiting].join(', ')} are not served by a leader after ${timeoutMs} ms${cause}`);
+    }
     await sleep(100);
   }
 }

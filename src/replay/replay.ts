@@ -1,4 +1,4 @@
-import type { Admin, IHeaders, Kafka, Message } from 'kafkajs';
+import type { Admin, IHeaders, Kafka, KafkaMessage, Message } from 'kafkajs';
 import type { Topics } from '../config.ts';
 import { HEADER, headerString } from '../kafka/headers.ts';
 import type { DoneStore } from '../pipeline/done-store.ts';
@@ -90,9 +90,28 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
   const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200, allowAutoTopicCreation: false });
   await consumer.connect();
   await consumer.subscribe({ topic: topics.deadLetter, fromBeginning: true });
+  // The last offset of each partition whose outcome is in `summary`. It lives as long as the replay, so
+  // whatever kafkajs hands over again (a fetch retried, a restart after a failed batch, a rebalance that
+  // gives the partition back from an older committed offset) is recognised and neither counted nor
+  // published twice.
   const handledThrough = new Map<number, bigint>();
+  const committedThrough = new Map<number, bigint>();
+  // Commits what is handled and not committed yet: also when a commit failed (a rebalance) and the batch
+  // comes back with nothing new in it.
+  const commitHandled = async (topic: string, partition: number) => {
+    const handled = handledThrough.get(partition);
+    if (options.dryRun || handled === undefined || handled <= (committedThrough.get(partition) ?? -1n))
+      return;
+    await consumer.commitOffsets([{ topic, partition, offset: String(handled + 1n) }]);
+    committedThrough.set(partition, handled);
+  };
+  const batchSize = options.batchSize ?? 500;
   try {
     await new Promise<void>((resolve, reject) => {
+      // kafkajs restarts itself after a retriable crash; any other ends the replay with its error.
+      consumer.on(consumer.events.CRASH, ({ payload }) => {
+        if (!payload.restart) reject(payload.error);
+      });
       consumer
         .run({
           autoCommit: false,
@@ -100,70 +119,35 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
             const last = remaining.get(batch.partition);
             if (last === undefined) return;
             const first = start.get(batch.partition) ?? 0n;
-            const previous = handledThrough.get(batch.partition);
-            const out: Array<{ message: Message; id: string | undefined }> = [];
-            let through: string | undefined;
-            for (const message of batch.messages) {
-              if (BigInt(message.offset) >= last) break;
-              through = message.offset;
-              // A dry run reads with a group of its own from the start: skip what was replayed before.
-              if (BigInt(message.offset) < first) continue;
-              // kafkajs may hand a batch over again (a fetch retried, a rebalance): count each offset once.
-              if (BigInt(message.offset) <= (handledThrough.get(batch.partition) ?? -1n)) continue;
-              handledThrough.set(batch.partition, BigInt(message.offset));
-              summary.read++;
-              const kind = headerString(message.headers, HEADER.reasonKind) ?? 'unknown';
-              summary.byKind[kind] = (summary.byKind[kind] ?? 0) + 1;
-              if (kinds.size > 0 && !kinds.has(kind)) {
-                summary.filtered++;
-                continue;
+            const fresh = batch.messages.filter((message) => {
+              const offset = BigInt(message.offset);
+              // A dry run reads with a group of its own from the start: what was replayed before is skipped.
+              return (
+                offset >= first && offset < last && offset > (handledThrough.get(batch.partition) ?? -1n)
+              );
+            });
+            for (let i = 0; i < fresh.length; i += batchSize) {
+              const part = fresh.slice(i, i + batchSize);
+              const counted = classify(part, kinds);
+              if (producer && counted.replay.length > 0) {
+                summary.marksForgotten += await options.doneStore.forgetDeadLettered(counted.ids);
+                await producer.send({ topic: topics.main, messages: counted.replay, acks: -1 });
               }
-              if (message.value === null) {
-                summary.withoutValue++;
-                continue;
-              }
-              out.push({
-                message: {
-                  key: message.key,
-                  value: message.value,
-                  headers: withoutAqueductHeaders(message.headers),
-                },
-                id: eventIdOf(message.value),
-              });
-            }
-            const batchSize = options.batchSize ?? 500;
-            // A batch whose republishing fails is read again in full (kafkajs retries it).
-            const handledBefore = previous;
-            try {
-              for (let i = 0; i < out.length; i += batchSize) {
-                const part = out.slice(i, i + batchSize);
-                if (producer) {
-                  const ids = part.flatMap((entry) => (entry.id === undefined ? [] : [entry.id]));
-                  summary.marksForgotten += await options.doneStore.forgetDeadLettered(ids);
-                  await producer.send({
-                    topic: topics.main,
-                    messages: part.map((entry) => entry.message),
-                    acks: -1,
-                  });
-                }
-                summary.replayed += part.length;
-                options.onProgress?.(summary);
-                await heartbeat();
-              }
-            } catch (error) {
-              if (handledBefore === undefined) handledThrough.delete(batch.partition);
-              else handledThrough.set(batch.partition, handledBefore);
-              throw error;
-            }
-            if (through !== undefined) {
+              // Only a part that was published counts as handled: a part whose publishing failed is handed
+              // over again by kafkajs and then counted once, when it goes through.
+              addCounts(summary, counted);
+              const through = (part.at(-1) as KafkaMessage).offset;
+              handledThrough.set(batch.partition, BigInt(through));
               resolveOffset(through);
-              if (!options.dryRun) {
-                await consumer.commitOffsets([
-                  { topic: batch.topic, partition: batch.partition, offset: String(BigInt(through) + 1n) },
-                ]);
-              }
+              await commitHandled(batch.topic, batch.partition);
+              options.onProgress?.(summary);
+              await heartbeat();
             }
-            if (through === undefined || BigInt(through) + 1n >= last) remaining.delete(batch.partition);
+            await commitHandled(batch.topic, batch.partition);
+            const reached = BigInt(batch.messages.at(-1)?.offset ?? -1n) + 1n >= last;
+            if (reached || (handledThrough.get(batch.partition) ?? -1n) + 1n >= last) {
+              remaining.delete(batch.partition);
+            }
             if (remaining.size === 0) resolve();
           },
         })
@@ -180,6 +164,52 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
     }
   }
   return summary;
+}
+
+/** What one part of a batch holds: the counts it adds to the summary and what it republishes. */
+interface PartCounts {
+  read: number;
+  filtered: number;
+  withoutValue: number;
+  byKind: Record<string, number>;
+  /** The messages to republish, stripped of Aqueduct's headers. */
+  replay: Message[];
+  /** Their event ids, whose dead-letter marks are forgotten. */
+  ids: string[];
+}
+
+function classify(messages: readonly KafkaMessage[], kinds: ReadonlySet<string>): PartCounts {
+  const counts: PartCounts = { read: 0, filtered: 0, withoutValue: 0, byKind: {}, replay: [], ids: [] };
+  for (const message of messages) {
+    counts.read++;
+    const kind = headerString(message.headers, HEADER.reasonKind) ?? 'unknown';
+    counts.byKind[kind] = (counts.byKind[kind] ?? 0) + 1;
+    if (kinds.size > 0 && !kinds.has(kind)) {
+      counts.filtered++;
+      continue;
+    }
+    if (message.value === null) {
+      counts.withoutValue++;
+      continue;
+    }
+    counts.replay.push({
+      key: message.key,
+      value: message.value,
+      headers: withoutAqueductHeaders(message.headers),
+    });
+    const id = eventIdOf(message.value);
+    if (id !== undefined) counts.ids.push(id);
+  }
+  return counts;
+}
+
+function addCounts(summary: ReplaySummary, counts: PartCounts): void {
+  summary.read += counts.read;
+  summary.replayed += counts.replay.length;
+  summary.filtered += counts.filtered;
+  summary.withoutValue += counts.withoutValue;
+  for (const [kind, n] of Object.entries(counts.byKind))
+    summary.byKind[kind] = (summary.byKind[kind] ?? 0) + n;
 }
 
 /** The headers of a dead letter without Aqueduct's own (`aqueduct-*`): what the producer sent. */

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { topicsOf } from '../../src/config.ts';
-import { readTopic } from '../../src/harness/topics.ts';
+import { eventIdOf, readTopic } from '../../src/harness/topics.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import { HEADER, headerString } from '../../src/kafka/headers.ts';
 import { ensureTopicFamily } from '../../src/kafka/topics.ts';
@@ -49,7 +50,7 @@ describe('aqueduct replay', () => {
     const topic = `test-replay-${randomUUID().slice(0, 8)}`;
     const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
     await ensureTopicFamily(kafka, topic, 2);
-    const producer = kafka.producer();
+    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
     await producer.connect();
     await producer.send({
       topic: topics.deadLetter,
@@ -100,5 +101,115 @@ describe('aqueduct replay', () => {
     const second = await replayDeadLetters({ kafka, topics, doneStore, groupId });
     expect(second).toMatchObject({ read: 1, replayed: 1 });
     expect(await readTopic(kafka, topics.main)).toHaveLength(3);
+  });
+
+  describe('reads and republishes each dead letter exactly once', () => {
+    const PARTITIONS = 3;
+    // About 1.5 MB per partition: more than one fetch (kafkajs asks for 1 MiB per partition).
+    const PER_PARTITION = 1500;
+    const filler = 'x'.repeat(1000);
+
+    async function deadLetterTopic(): Promise<{ topics: ReturnType<typeof topicsOf>; ids: string[] }> {
+      const topic = `test-replay-${randomUUID().slice(0, 8)}`;
+      const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
+      await ensureTopicFamily(kafka, topic, PARTITIONS);
+      const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+      await producer.connect();
+      const ids: string[] = [];
+      for (let partition = 0; partition < PARTITIONS; partition++) {
+        const messages = Array.from({ length: PER_PARTITION }, (_, i) => {
+          const id = `p${partition}-${i}`;
+          ids.push(id);
+          return {
+            partition,
+            key: id,
+            value: JSON.stringify({ id, platform: 'fcm', filler }),
+            headers: { [HEADER.reasonKind]: 'max-attempts' },
+          };
+        });
+        // In parts: a produce request larger than 1 MiB is refused by the broker.
+        for (let i = 0; i < messages.length; i += 300) {
+          await producer.send({ topic: topics.deadLetter, messages: messages.slice(i, i + 300) });
+        }
+      }
+      await producer.disconnect();
+      return { topics, ids };
+    }
+
+    async function expectEachOnce(topics: ReturnType<typeof topicsOf>, ids: string[]): Promise<void> {
+      const main = await readTopic(kafka, topics.main);
+      const seen = main.map((m) => eventIdOf(m.value));
+      expect(seen).toHaveLength(ids.length);
+      expect(new Set(seen)).toEqual(new Set(ids));
+    }
+
+    it('across several partitions, each with more messages than one fetch', async () => {
+      const { topics, ids } = await deadLetterTopic();
+      const groupId = `${topics.main}-group.replay`;
+      const dry = await replayDeadLetters({ kafka, topics, doneStore, groupId, dryRun: true });
+      expect(dry).toMatchObject({ read: ids.length, replayed: ids.length });
+      const real = await replayDeadLetters({ kafka, topics, doneStore, groupId, batchSize: 200 });
+      expect(real).toMatchObject({ read: ids.length, replayed: ids.length, filtered: 0 });
+      await expectEachOnce(topics, ids);
+      expect(await replayDeadLetters({ kafka, topics, doneStore, groupId })).toMatchObject({ read: 0 });
+    });
+
+    it('when kafkajs hands a batch over again after a failure in the middle of it', async () => {
+      const { topics, ids } = await deadLetterTopic();
+      const groupId = `${topics.main}-group.replay`;
+      let failures = 0;
+      const summary = await replayDeadLetters({
+        kafka,
+        topics,
+        doneStore,
+        groupId,
+        batchSize: 100,
+        onProgress: (progress) => {
+          // The first part of a batch went out; the rest of that batch fails, once.
+          if (failures === 0 && progress.replayed >= 100) {
+            failures++;
+            throw new Error('failure injected after the first part of a batch');
+          }
+        },
+      });
+      expect(failures).toBe(1);
+      expect(summary).toMatchObject({ read: ids.length, replayed: ids.length });
+      await expectEachOnce(topics, ids);
+    });
+
+    it("when the replay's group rebalances mid-run", async () => {
+      const { topics, ids } = await deadLetterTopic();
+      const groupId = `${topics.main}-group.replay`;
+      // A second member joins the group while the replay runs, holds its share without reading it, and
+      // leaves: two rebalances, and the replay gets those partitions back from their committed offsets.
+      let visitor: ReturnType<typeof kafka.consumer> | undefined;
+      let visit: Promise<void> | undefined;
+      const summary = await replayDeadLetters({
+        kafka,
+        topics,
+        doneStore,
+        groupId,
+        batchSize: 100,
+        onProgress: () => {
+          visit ??= (async () => {
+            visitor = kafka.consumer({ groupId, allowAutoTopicCreation: false });
+            await visitor.connect();
+            await visitor.subscribe({ topic: topics.deadLetter });
+            let joined!: () => void;
+            const hasJoined = new Promise<void>((resolve) => {
+              joined = resolve;
+            });
+            visitor.on(visitor.events.GROUP_JOIN, () => joined());
+            await visitor.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: async () => {} });
+            await hasJoined;
+            await sleep(1000);
+            await visitor.disconnect();
+          })();
+        },
+      });
+      await visit;
+      expect(summary).toMatchObject({ read: ids.length, replayed: ids.length });
+      await expectEachOnce(topics, ids);
+    });
   });
 });
