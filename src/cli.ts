@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { registerConsumeCommand } from './consume/command.ts';
 import { registerServeCommand } from './gateway/command.ts';
 import { registerInspectCommand } from './inspect/command.ts';
+import { PortInUseError } from './lifecycle.ts';
 import { registerPublishCommand } from './publish/command.ts';
 import { registerReplayCommand } from './replay/command.ts';
 import { registerServicesCommand } from './services/command.ts';
@@ -31,6 +32,10 @@ try {
   await program.parseAsync(process.argv);
 } catch (error) {
   if (error instanceof CommanderError) process.exit(error.exitCode);
+  if (error instanceof PortInUseError) {
+    console.error(`aqueduct ${process.argv[2] ?? ''}: ${error.message}`);
+    process.exit(2);
+  }
   if (error instanceof SetupError) {
     console.error(`aqueduct: ${error.message}`);
     process.exit(2);

@@ -4,6 +4,7 @@ import { type Config, ConfigError, configReference, loadConfig, redactConfig } f
 import type { Platform } from '../events/event.ts';
 import { createKafka } from '../kafka/client.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
+import { exitIfStillRunning, openResources } from '../lifecycle.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { errorSummary, failureLogger, NotificationConsumer } from '../pipeline/consumer.ts';
@@ -63,8 +64,11 @@ export interface ConsumerApp {
   readonly metrics: Metrics;
   readonly summary: SummaryObserver;
   readonly logger: Logger;
-  /** Drains and commits (see NotificationConsumer.stop), then closes the providers, Redis and the HTTP server. */
-  stop(): Promise<void>;
+  /**
+   * Drains and commits (see NotificationConsumer.stop; `drainTimeoutMs` bounds that part, default
+   * AQUEDUCT_SHUTDOWN_TIMEOUT_MS), then closes the providers, Redis and the HTTP server.
+   */
+  stop(options?: { drainTimeoutMs?: number }): Promise<void>;
 }
 
 /**
@@ -87,11 +91,18 @@ export async function startConsumerApp(
   const redis = createRedis(config, { maxRetriesPerRequest: 2, enableAutoPipelining: true });
   redis.on('error', (error) => logger.warn({ err: errorSummary(error) }, 'redis connection error'));
   let consumer: NotificationConsumer | undefined;
-  const health = await startHealthServer({
-    port: config.AQUEDUCT_HTTP_PORT,
-    isReady: () => consumer?.ready === true && redis.status === 'ready',
-    registry: metrics.registry,
-  });
+  let health: HealthServer;
+  try {
+    health = await startHealthServer({
+      port: config.AQUEDUCT_HTTP_PORT,
+      setting: 'AQUEDUCT_HTTP_PORT',
+      isReady: () => consumer?.ready === true && redis.status === 'ready',
+      registry: metrics.registry,
+    });
+  } catch (error) {
+    redis.disconnect();
+    throw error;
+  }
   logger.info({ httpPort: health.port }, 'health server listening');
 
   const limiter = new TokenBucketLimiter(redis, {
@@ -161,8 +172,8 @@ export async function startConsumerApp(
     metrics,
     summary,
     logger,
-    async stop() {
-      await running.stop();
+    async stop(stopOptions = {}) {
+      await running.stop(stopOptions.drainTimeoutMs);
       summary.stop(logger);
       await Promise.all([started.fcm.close(), started.apns.close(), health.close()]);
       redis.disconnect();
@@ -186,17 +197,19 @@ export async function runConsumer(config: Config): Promise<void> {
     };
   });
   logger.info('shutting down');
-  const stopBy = Date.now() + config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS + 2000;
+  // The whole stop fits in AQUEDUCT_SHUTDOWN_TIMEOUT_MS: the drain gets most of it, closing the rest.
+  const bound = config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS;
+  const stopBy = Date.now() + bound;
   const hardStop = setTimeout(() => {
-    logger.error('shutdown bound exceeded; exiting');
+    logger.error({ open: openResources() }, 'shutdown bound exceeded; exiting');
     process.exit(1);
-  }, stopBy - Date.now()).unref();
-  await app.stop();
+  }, bound).unref();
+  await app.stop({ drainTimeoutMs: bound - Math.min(3000, Math.round(bound / 5)) });
   // After the consumer: its last spans end while it drains; shutdown exports them, within what is left
   // of the bound (an unreachable collector must not turn a clean stop into a hard one).
   const flushed = await Promise.race([
     tracing.shutdown().then(() => true),
-    sleep(Math.max(0, stopBy - Date.now() - 500), false, { ref: false }),
+    sleep(Math.max(0, stopBy - Date.now() - 1000), false, { ref: false }),
   ]);
   if (!flushed) logger.warn('trace export did not finish in time; the last spans are lost');
   clearTimeout(hardStop);
@@ -204,7 +217,11 @@ export async function runConsumer(config: Config): Promise<void> {
   process.exitCode = exitCode;
   // An export still hanging on an unreachable collector must not keep the process alive.
   if (!flushed) process.exit(exitCode);
+  exitIfStillRunning(logger, exitCode, Math.max(500, Math.min(STOPPED_EXIT_GRACE_MS, stopBy - Date.now())));
 }
+
+/** How long a process that logged "stopped" may take to exit by itself before it is made to. */
+const STOPPED_EXIT_GRACE_MS = 3000;
 
 /** Where each provider's pushes go (for the CLIENT spans' server.address and server.port). */
 function providerServers(config: Config): Record<Platform, ProviderServer> {

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../config.ts';
+import { exitIfStillRunning, openResources } from '../lifecycle.ts';
 import { createLogger } from '../log.ts';
 import { startTracing } from '../telemetry/tracing.ts';
 import { hashApiKey } from './api-keys.ts';
@@ -77,8 +78,9 @@ export async function runGateway(config: GatewayConfig): Promise<void> {
     process.once('SIGINT', resolve);
   });
   logger.info('shutting down: finishing requests in flight');
+  const stopBy = Date.now() + config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS;
   const hardStop = setTimeout(() => {
-    logger.error('shutdown bound exceeded; exiting');
+    logger.error({ open: openResources() }, 'shutdown bound exceeded; exiting');
     process.exit(1);
   }, config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS).unref();
   await gateway.close();
@@ -86,6 +88,7 @@ export async function runGateway(config: GatewayConfig): Promise<void> {
   await tracing.shutdown();
   clearTimeout(hardStop);
   logger.info('stopped');
+  exitIfStillRunning(logger, 0, Math.max(500, Math.min(3000, stopBy - Date.now())));
 }
 
 async function readStdin(): Promise<string> {

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { createKafka } from '../kafka/client.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
+import { listenOrExplain } from '../lifecycle.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createRedis } from '../redis/client.ts';
@@ -114,7 +115,19 @@ export async function startGateway(
     version: pkg.version,
     ...(options.newId ? { newId: options.newId } : {}),
   });
-  await app.listen({ port: config.AQUEDUCT_GATEWAY_PORT, host: config.AQUEDUCT_GATEWAY_HOST });
+  try {
+    await listenOrExplain(
+      'AQUEDUCT_GATEWAY_PORT',
+      config.AQUEDUCT_GATEWAY_PORT,
+      config.AQUEDUCT_GATEWAY_HOST,
+      () => app.listen({ port: config.AQUEDUCT_GATEWAY_PORT, host: config.AQUEDUCT_GATEWAY_HOST }),
+    );
+  } catch (error) {
+    await app.close();
+    await writer.close();
+    redis?.disconnect();
+    throw error;
+  }
   const address = app.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${address.port}`;

@@ -55,7 +55,9 @@ async function waitForLeaders(admin: Admin, topics: string[], timeoutMs = 30_000
     if (waiting.size === 0) return;
     if (Date.now() > deadline) {
       const cause = lastError instanceof Error ? `: ${lastError.message}` : '';
-      throw new Error(`topics ${[...waiting].join(', ')} are not served by a leader after ${timeoutMs} ms${cause}`);
+      throw new Error(
+        `topics ${[...waiting].join(', ')} are not served by a leader after ${timeoutMs} ms${cause}`,
+      );
     }
     await sleep(100);
   }

@@ -227,10 +227,11 @@ export class NotificationConsumer {
 
   /**
    * Graceful stop: no new fetches, the batch in progress finishes its sends and records, offsets are
-   * committed, held tokens are refunded, connections close. Bounded by AQUEDUCT_SHUTDOWN_TIMEOUT_MS;
+   * committed, held tokens are refunded, connections close. Bounded by `timeoutMs` (default
+   * AQUEDUCT_SHUTDOWN_TIMEOUT_MS);
    * past it the process may exit and the uncommitted tail is redelivered (and deduped) elsewhere.
    */
-  stop(): Promise<void> {
+  stop(timeoutMs = this.config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS): Promise<void> {
     this.stopping ??= (async () => {
       const { logger } = this.deps;
       const started = Date.now();
@@ -247,9 +248,7 @@ export class NotificationConsumer {
       })();
       const timedOut = await Promise.race([
         drain.then(() => false),
-        new Promise<boolean>((resolve) =>
-          setTimeout(resolve, this.config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS, true).unref(),
-        ),
+        new Promise<boolean>((resolve) => setTimeout(resolve, timeoutMs, true).unref()),
       ]);
       logger.info(
         { ms: Date.now() - started, timedOut },

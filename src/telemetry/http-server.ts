@@ -1,11 +1,14 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
+import { listenOrExplain } from '../lifecycle.ts';
 
 /** Options of {@link startHealthServer}. */
 export interface HealthServerOptions {
   /** Port (0: a free one). */
   port: number;
+  /** The setting the port comes from, named in the error when the port is taken. */
+  setting?: string;
   host?: string;
   /** `/readyz` answers 200 only while this returns true. */
   isReady: () => boolean;
@@ -47,10 +50,17 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
       response.writeHead(404).end();
     }
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host ?? '0.0.0.0', () => resolve());
-  });
+  const host = options.host ?? '0.0.0.0';
+  await listenOrExplain(
+    options.setting ?? 'port',
+    options.port,
+    host,
+    () =>
+      new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(options.port, host, () => resolve());
+      }),
+  );
   return {
     port: (server.address() as AddressInfo).port,
     close: () => new Promise((resolve) => server.close(() => resolve())),
