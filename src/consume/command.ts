@@ -7,7 +7,7 @@ import { kafkaSecurity } from '../kafka/security.ts';
 import { exitIfStillRunning, openResources } from '../lifecycle.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { errorSummary, failureLogger, NotificationConsumer } from '../pipeline/consumer.ts';
+import { errorSummary, failureLogger, NotificationConsumer, type StopResult } from '../pipeline/consumer.ts';
 import { RestartSafeTokenSource } from '../pipeline/restart-guard.ts';
 import { createProviders } from '../providers/index.ts';
 import { createRedis } from '../redis/client.ts';
@@ -68,7 +68,7 @@ export interface ConsumerApp {
    * Drains and commits (see NotificationConsumer.stop; `drainTimeoutMs` bounds that part, default
    * AQUEDUCT_SHUTDOWN_TIMEOUT_MS), then closes the providers, Redis and the HTTP server.
    */
-  stop(options?: { drainTimeoutMs?: number }): Promise<void>;
+  stop(options?: { drainTimeoutMs?: number }): Promise<StopResult>;
 }
 
 /**
@@ -173,10 +173,11 @@ export async function startConsumerApp(
     summary,
     logger,
     async stop(stopOptions = {}) {
-      await running.stop(stopOptions.drainTimeoutMs);
+      const result = await running.stop(stopOptions.drainTimeoutMs);
       summary.stop(logger);
       await Promise.all([started.fcm.close(), started.apns.close(), health.close()]);
       redis.disconnect();
+      return result;
     },
   };
 }
@@ -204,7 +205,7 @@ export async function runConsumer(config: Config): Promise<void> {
     logger.error({ open: openResources() }, 'shutdown bound exceeded; exiting');
     process.exit(1);
   }, bound).unref();
-  await app.stop({ drainTimeoutMs: bound - Math.min(3000, Math.round(bound / 5)) });
+  const drain = await app.stop({ drainTimeoutMs: bound - Math.min(3000, Math.round(bound / 5)) });
   // After the consumer: its last spans end while it drains; shutdown exports them, within what is left
   // of the bound (an unreachable collector must not turn a clean stop into a hard one).
   const flushed = await Promise.race([
@@ -215,8 +216,9 @@ export async function runConsumer(config: Config): Promise<void> {
   clearTimeout(hardStop);
   logger.info({ exitCode }, 'stopped');
   process.exitCode = exitCode;
-  // An export still hanging on an unreachable collector must not keep the process alive.
-  if (!flushed) process.exit(exitCode);
+  // What is still running now (kafkajs rejoining after a broker restart, an export hanging on an
+  // unreachable collector) has nobody left to serve and must not keep the process alive.
+  if (drain.timedOut || !flushed) process.exit(exitCode);
   exitIfStillRunning(logger, exitCode, Math.max(500, Math.min(STOPPED_EXIT_GRACE_MS, stopBy - Date.now())));
 }
 

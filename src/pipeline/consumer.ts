@@ -40,7 +40,10 @@ export class NotificationConsumer {
   private joins = 0;
   /** Called when the consumer died for good (a non-retriable crash); the process should exit. */
   onFatal: ((error: Error) => void) | undefined;
-  private stopping: Promise<void> | undefined;
+  private stopping: Promise<StopResult> | undefined;
+  /** A restart after a crash: scheduled, then joining the group. Stopping waits for it (see stop). */
+  private restartTimer: NodeJS.Timeout | undefined;
+  private restarting: Promise<void> | undefined;
 
   private constructor(config: Config, deps: ConsumerDeps, producer: Producer) {
     this.config = config;
@@ -56,6 +59,10 @@ export class NotificationConsumer {
       rebalanceTimeout: 60_000,
       // A member learns of a rebalance at its next heartbeat; a short interval keeps the stop short.
       heartbeatInterval: 1_000,
+      // kafkajs would restart itself after a retriable crash, with a new group member that nothing here
+      // can reach: stopped while it is still joining, it joins anyway and consumes on, and the process
+      // never exits. This class restarts it instead (restartAfterCrash), so that a stop can wait for it.
+      retry: { restartOnFailure: async () => false },
     });
     const observer = deps.observer ?? noopObserver;
     this.observer = observer;
@@ -143,34 +150,39 @@ export class NotificationConsumer {
     });
     this.consumer.on(events.REBALANCING, () => logger.info('rebalancing'));
     this.consumer.on(events.CRASH, ({ payload }) => {
-      logger.error({ err: errorSummary(payload.error), restart: payload.restart }, 'consumer crashed');
-      if (payload.restart || this.stopping) return;
-      // kafkajs gives up for good when the broker is gone while it looks for the group coordinator
-      // (tulios/kafkajs#1630): a broker restart is not a reason for this process to die.
-      if (brokerUnreachable(payload.error)) {
+      const restart = !this.stopping && restartable(payload.error);
+      logger.error({ err: errorSummary(payload.error), restart }, 'consumer crashed');
+      if (this.stopping) return;
+      if (restart) {
         this.joined = false; // not ready until it has joined again
         this.restartAfterCrash(1);
         return;
       }
-      // kafkajs restarts itself after a retriable crash; after any other, this member is dead weight in
-      // the group: stop cleanly so the process exits and its supervisor starts a fresh one.
+      // After any other crash this member is dead weight in the group: stop cleanly so the process
+      // exits and its supervisor starts a fresh one.
       this.onFatal?.(payload.error);
     });
     await this.startConsuming();
   }
 
-  /** Starts the kafkajs consumer again after a crash it would not restart from, backing off up to 30 s. */
+  /** Starts the kafkajs consumer again after a crash, backing off up to 30 s while it fails. */
   private restartAfterCrash(attempt: number): void {
     const delayMs = Math.min(30_000, 1000 * 2 ** (attempt - 1));
-    this.deps.logger.warn({ attempt, delayMs }, 'broker unreachable: restarting the consumer');
-    setTimeout(() => {
+    this.deps.logger.warn({ attempt, delayMs }, 'restarting the consumer');
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
       if (this.stopping) return;
       this.processor.reset();
-      this.startConsuming().catch((error: unknown) => {
-        this.deps.logger.warn({ err: errorSummary(error) }, 'consumer restart failed');
-        void this.consumer.disconnect().catch(() => {});
-        this.restartAfterCrash(attempt + 1);
-      });
+      this.restarting = this.startConsuming()
+        .catch((error: unknown) => {
+          this.deps.logger.warn({ err: errorSummary(error) }, 'consumer restart failed');
+          if (this.stopping) return;
+          void this.consumer.disconnect().catch(() => {});
+          this.restartAfterCrash(attempt + 1);
+        })
+        .finally(() => {
+          this.restarting = undefined;
+        });
     }, delayMs);
   }
 
@@ -228,35 +240,89 @@ export class NotificationConsumer {
   /**
    * Graceful stop: no new fetches, the batch in progress finishes its sends and records, offsets are
    * committed, held tokens are refunded, connections close. Bounded by `timeoutMs` (default
-   * AQUEDUCT_SHUTDOWN_TIMEOUT_MS);
-   * past it the process may exit and the uncommitted tail is redelivered (and deduped) elsewhere.
+   * AQUEDUCT_SHUTDOWN_TIMEOUT_MS); past it the process may exit and the uncommitted tail is redelivered
+   * (and deduped) elsewhere.
+   *
+   * kafkajs' stop waits for whatever its group member is doing, and after a broker restart that can be
+   * a commit retried with back-off and then a rejoin of the group, which takes up to the rebalance
+   * timeout and is not cut short by the stop. So the kafkajs part gets most of the bound, and when it
+   * has not finished by then the rest (done-marks, refunds, the producer) still runs; `timedOut` then
+   * tells the caller that kafkajs is still busy and only the process's exit ends it.
    */
-  stop(timeoutMs = this.config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS): Promise<void> {
+  stop(timeoutMs = this.config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS): Promise<StopResult> {
     this.stopping ??= (async () => {
       const { logger } = this.deps;
       const started = Date.now();
-      const drain = (async () => {
-        // No resume timer may fire into a stopping consumer (kafkajs throws once it has stopped).
-        this.processor.reset({ unpause: false });
-        await this.consumer.stop();
+      clearTimeout(this.restartTimer);
+      const kafkaStopped = within(
+        Math.round(timeoutMs * 0.7),
+        (async () => {
+          // A restart that is joining the group must finish (or fail) first: kafkajs can only stop a
+          // member once its join has returned.
+          await this.restarting;
+          // No resume timer may fire into a stopping consumer (kafkajs throws once it has stopped).
+          this.processor.reset({ unpause: false });
+          await this.consumer.stop();
+        })(),
+      );
+      const stuck: string[] = [];
+      if (!(await kafkaStopped)) stuck.push('kafkajs consumer stop');
+      const rest = async () => {
         // The last steps' done-marks are not waited for by the steps themselves: they land before Redis
         // is let go.
         await this.processor.marksSettled();
-        await this.consumer.disconnect();
+        if (stuck.length === 0) await this.consumer.disconnect();
         await Promise.all([...this.pools.values()].map((pool) => pool.close()));
         await this.producer.disconnect();
-      })();
-      const timedOut = await Promise.race([
-        drain.then(() => false),
-        new Promise<boolean>((resolve) => setTimeout(resolve, timeoutMs, true).unref()),
-      ]);
+      };
+      if (!(await within(Math.max(0, started + timeoutMs - Date.now()), rest()))) {
+        stuck.push('done-marks, refunds and producer disconnect');
+      }
+      const timedOut = stuck.length > 0;
       logger.info(
-        { ms: Date.now() - started, timedOut },
+        { ms: Date.now() - started, timedOut, ...(timedOut ? { stuck } : {}) },
         timedOut ? 'drain timed out' : 'drained and committed',
       );
+      return { timedOut };
     })();
     return this.stopping;
   }
+}
+
+/** What {@link NotificationConsumer.stop} achieved. */
+export interface StopResult {
+  /** Something was still running when the bound passed (kafkajs rejoining, say): only an exit ends it. */
+  timedOut: boolean;
+}
+
+/** True when `work` settles within `ms`; false when the time ran out first (the work goes on). */
+async function within(ms: number, work: Promise<unknown>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(resolve, ms, false);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([work.then(() => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * The crashes this process restarts its consumer from in-process: those kafkajs itself would restart
+ * from (its retries ran out, or the root cause is retriable), and a broker that could not be reached.
+ */
+export function restartable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  if (error.name === 'KafkaJSNumberOfRetriesExceeded' || brokerUnreachable(error)) return true;
+  let cause: unknown = error;
+  for (let depth = 0; depth < 10; depth++) {
+    const next = (cause as { cause?: unknown }).cause;
+    if (!(next instanceof Error)) break;
+    cause = next;
+  }
+  return (cause as { retriable?: unknown }).retriable === true;
 }
 
 /**

@@ -1,0 +1,92 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { type ConsumerProcess, fleetEnv, spawnConsumer } from '../../src/harness/fleet.ts';
+import { type Simulators, startSimulators } from '../../src/harness/simulators.ts';
+import { createKafka } from '../../src/kafka/client.ts';
+import { ensureTopicFamily } from '../../src/kafka/topics.ts';
+import { generateEvents } from '../../src/publish/generate.ts';
+import { publishEvents } from '../../src/publish/publisher.ts';
+import { LocalKafka } from '../../src/services/index.ts';
+
+/**
+ * After SIGTERM, `aqueduct consume` exits by itself within AQUEDUCT_SHUTDOWN_TIMEOUT_MS, also right after
+ * a broker restart, while kafkajs is still rejoining the group (a broker of its own: the suite's cannot
+ * be restarted). The process must get there on its own: the last guard (exit anyway a few seconds after
+ * "stopped") must not be what ends it.
+ */
+
+const SHUTDOWN_TIMEOUT_MS = 10_000;
+
+let kafka: LocalKafka;
+let simulators: Simulators;
+beforeAll(async () => {
+  kafka = await LocalKafka.start();
+  simulators = await startSimulators({ rate: 100_000, burst: 100_000 });
+});
+afterAll(async () => {
+  await simulators?.close();
+  await kafka?.stop();
+});
+
+function messages(consumer: ConsumerProcess): string[] {
+  return consumer.logs.map((line) => String(line.msg));
+}
+
+async function waitForLog(consumer: ConsumerProcess, msg: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!messages(consumer).includes(msg)) {
+    if (Date.now() > deadline) throw new Error(`no "${msg}" within ${timeoutMs} ms: ${messages(consumer)}`);
+    await sleep(50);
+  }
+}
+
+describe('aqueduct consume exits after SIGTERM', () => {
+  // SIGTERM at several moments of the rejoin after the broker came back.
+  it.each([0, 1500])(
+    'after a broker restart, SIGTERM %i ms after the broker is back',
+    async (delayMs) => {
+      const topic = `test-exit-${randomUUID().slice(0, 8)}`;
+      const client = createKafka({ brokers: kafka.brokers, clientId: 'aqueduct-test' });
+      await ensureTopicFamily(client, topic, 4);
+      await publishEvents(client, [...generateEvents({ count: 3000 })], { topic });
+      const consumer = spawnConsumer(
+        'exit',
+        fleetEnv({
+          kafkaBrokers: kafka.brokers,
+          redisUrl: inject('redisUrl'),
+          topic,
+          redisPrefix: `aqt-exit-${randomUUID().slice(0, 8)}`,
+          // Throttled: the 3000 events take longer than the test, so the consumer is busy all along.
+          aqueduct: { rate: 100, burst: 100 },
+          simulatorEnv: simulators.env,
+          extra: {
+            AQUEDUCT_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
+            AQUEDUCT_SESSION_TIMEOUT_MS: '6000',
+          },
+        }),
+      );
+      try {
+        await consumer.joined();
+        await kafka.halt();
+        await sleep(3000);
+        await kafka.resume();
+        await sleep(delayMs);
+        const stoppedAt = Date.now();
+        const code = await Promise.race([
+          consumer.stop(),
+          sleep(SHUTDOWN_TIMEOUT_MS + 5000, 'still running'),
+        ]);
+        const tookMs = Date.now() - stoppedAt;
+        expect(code, messages(consumer).join('\n')).toBe(0);
+        expect(tookMs).toBeLessThanOrEqual(SHUTDOWN_TIMEOUT_MS + 1000);
+        await waitForLog(consumer, 'stopped', 1000);
+        expect(messages(consumer)).not.toContain('still running after "stopped"; exiting anyway');
+        expect(messages(consumer)).not.toContain('shutdown bound exceeded; exiting');
+      } finally {
+        if (consumer.ended === undefined) await consumer.kill();
+      }
+    },
+    90_000,
+  );
+});
