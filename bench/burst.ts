@@ -2,8 +2,8 @@ import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type BurstResult, runBurst } from '../src/harness/burst.ts';
 import { LocalRedis, startServices } from '../src/services/index.ts';
+import { type BurstResult, runBurst } from '../testkit/burst.ts';
 import { lineChart } from './chart.ts';
 import { machine } from './machine.ts';
 

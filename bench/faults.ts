@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { type FaultResult, type FaultRunOptions, runFaultScenario } from '../src/harness/faults.ts';
-import { FUZZ_KINDS, fuzzMessages } from '../src/harness/fuzz.ts';
 import { LocalKafka, LocalRedis } from '../src/services/index.ts';
+import { type FaultResult, type FaultRunOptions, runFaultScenario } from '../testkit/faults.ts';
+import { FUZZ_KINDS, fuzzMessages } from '../testkit/fuzz.ts';
 import { machine } from './machine.ts';
 
 /**
@@ -16,8 +16,8 @@ import { machine } from './machine.ts';
  * - `redisRestart`: redis-server stopped for 3 s and started again, empty;
  * - `brokerRestart`: the Kafka broker process stopped (controlled shutdown) for 5 s and started again;
  * - `providerStorm`: 30% 5xx all along, and three 1 s storms of 429 with Retry-After;
- * - `badInput`: fuzzed messages of every kind (see src/harness/fuzz.ts) mixed into valid traffic.
- * Every count comes from the simulators and the topics (src/harness/ledger.ts); device tokens are looked
+ * - `badInput`: fuzzed messages of every kind (see testkit/fuzz.ts) mixed into valid traffic.
+ * Every count comes from the simulators and the topics (testkit/ledger.ts); device tokens are looked
  * for in every consumer log line and every span exported to a local OTLP/HTTP receiver.
  */
 

@@ -3,12 +3,12 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startSimulators } from '../src/harness/simulators.ts';
 import { createKafka } from '../src/kafka/client.ts';
 import { ensureTopicFamily } from '../src/kafka/topics.ts';
 import { generateEvents } from '../src/publish/generate.ts';
 import { publishEvents } from '../src/publish/publisher.ts';
 import { startServices } from '../src/services/index.ts';
+import { startSimulators } from '../testkit/simulators.ts';
 import { machine } from './machine.ts';
 
 /**

@@ -7,14 +7,14 @@ import { Redis } from 'ioredis';
 import type { Kafka } from 'kafkajs';
 import { inject } from 'vitest';
 import { topicsOf } from '../../src/config.ts';
-import { type ConsumerProcess, spawnConsumer } from '../../src/harness/fleet.ts';
-import { type Simulators, startSimulators } from '../../src/harness/simulators.ts';
-import { eventIdOf, readTopic } from '../../src/harness/topics.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import { HEADER, headerString } from '../../src/kafka/headers.ts';
 import { ensureTopicFamily } from '../../src/kafka/topics.ts';
 import { LocalRedis } from '../../src/services/index.ts';
 import type { SimulatorOptions } from '../../src/simulators/shared.ts';
+import { type ConsumerProcess, spawnConsumer } from '../../testkit/fleet.ts';
+import { type Simulators, startSimulators } from '../../testkit/simulators.ts';
+import { eventIdOf, readTopic } from '../../testkit/topics.ts';
 
 /** Options of {@link startRig}. */
 export interface RigOptions {

@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { type FaultResult, type FaultRunOptions, runFaultScenario } from '../../src/harness/faults.ts';
-import { FUZZ_KINDS, fuzzMessages } from '../../src/harness/fuzz.ts';
 import { LocalRedis } from '../../src/services/index.ts';
+import { type FaultResult, type FaultRunOptions, runFaultScenario } from '../../testkit/faults.ts';
+import { FUZZ_KINDS, fuzzMessages } from '../../testkit/fuzz.ts';
 
 /**
  * Smoke versions of the fault bench (npm run bench -- faults) on the suite's broker: a few hundred

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../../src/gateway/api-keys.ts';
-import { readTopic } from '../../src/harness/topics.ts';
 import { headerString } from '../../src/kafka/headers.ts';
+import { readTopic } from '../../testkit/topics.ts';
 import { type GatewayProcess, sampleEvent, spawnGateway } from '../helpers/gateway.ts';
 import { type Rig, startRig } from '../helpers/pipeline.ts';
 import {

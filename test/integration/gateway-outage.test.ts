@@ -6,8 +6,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import getPort from 'get-port';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeEvent } from '../../src/events/decode.ts';
-import { readTopic } from '../../src/harness/topics.ts';
 import { LocalKafka } from '../../src/services/index.ts';
+import { readTopic } from '../../testkit/topics.ts';
 import { sampleEvent, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
 
 // A broker of this test's own, so that it can be stopped and started again (same data, same ports)

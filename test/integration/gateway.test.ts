@@ -3,9 +3,9 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import getPort from 'get-port';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeEvent } from '../../src/events/decode.ts';
-import { countMessages, readTopic } from '../../src/harness/topics.ts';
 import { headerString } from '../../src/kafka/headers.ts';
 import { messageKey } from '../../src/publish/publisher.ts';
+import { countMessages, readTopic } from '../../testkit/topics.ts';
 import { sampleEvent, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
 
 // The gateway in-process (what `aqueduct serve` runs) on the run's real Kafka broker and Redis.

@@ -6,10 +6,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type ConsumerProcess, spawnConsumer } from '../../src/harness/fleet.ts';
-import { readTopic } from '../../src/harness/topics.ts';
 import { generateEvents } from '../../src/publish/generate.ts';
 import { publishEvents } from '../../src/publish/publisher.ts';
+import { type ConsumerProcess, spawnConsumer } from '../../testkit/fleet.ts';
+import { readTopic } from '../../testkit/topics.ts';
 import { type Rig, startRig } from '../helpers/pipeline.ts';
 import {
   OTLP_KIND,

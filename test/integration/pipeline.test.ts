@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { roundTrips } from '../../src/harness/redis-stats.ts';
 import { generateEvents } from '../../src/publish/generate.ts';
 import { publishEvents } from '../../src/publish/publisher.ts';
+import { roundTrips } from '../../testkit/redis-stats.ts';
 import { type Rig, startRig, summedTotal } from '../helpers/pipeline.ts';
 
 let rig: Rig | undefined;

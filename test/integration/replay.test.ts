@@ -3,12 +3,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { topicsOf } from '../../src/config.ts';
-import { eventIdOf, readTopic } from '../../src/harness/topics.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import { HEADER, headerString } from '../../src/kafka/headers.ts';
 import { ensureTopicFamily } from '../../src/kafka/topics.ts';
 import { DoneStore } from '../../src/pipeline/done-store.ts';
 import { replayDeadLetters } from '../../src/replay/replay.ts';
+import { eventIdOf, readTopic } from '../../testkit/topics.ts';
 import { testRedis } from '../helpers/redis.ts';
 
 /**

@@ -6,8 +6,6 @@ import getPort from 'get-port';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, redactConfig } from '../../src/config.ts';
-import { type ConsumerProcess, spawnConsumer } from '../../src/harness/fleet.ts';
-import { type Simulators, startSimulators } from '../../src/harness/simulators.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import { kafkaSecurity } from '../../src/kafka/security.ts';
 import { ensureTopicFamily } from '../../src/kafka/topics.ts';
@@ -17,6 +15,8 @@ import { publishEvents } from '../../src/publish/publisher.ts';
 import { createRedis } from '../../src/redis/client.ts';
 import { LocalKafka, LocalRedis } from '../../src/services/index.ts';
 import { generateCertificate } from '../../src/simulators/certs.ts';
+import { type ConsumerProcess, spawnConsumer } from '../../testkit/fleet.ts';
+import { type Simulators, startSimulators } from '../../testkit/simulators.ts';
 
 /**
  * The consumer's connection settings against servers that demand them: a private Kafka broker whose

@@ -233,6 +233,8 @@ describe('the image contents', () => {
     }
     for (const excluded of [
       'test/global-setup.ts',
+      'testkit/burst.ts',
+      'bench/run.ts',
       'node_modules/x',
       '.git/HEAD',
       'k8s/base',

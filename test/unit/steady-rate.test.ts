@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { steadyRate } from '../../src/harness/steady-rate.ts';
+import { steadyRate } from '../../testkit/steady-rate.ts';
 
 /**
  * A fleet draining `total` requests through a token bucket (rate, burst), in 1 ms ticks: it sends up to

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-const CLI = fileURLToPath(new URL('../../bin/aqueduct.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../bin/aqueduct.js', import.meta.url));
 
 /** One `aqueduct consume` process started by a test, benchmark or the demo. */
 export interface ConsumerProcess {

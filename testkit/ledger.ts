@@ -1,7 +1,7 @@
 import type { Kafka } from 'kafkajs';
-import type { Topics } from '../config.ts';
-import { decodeEvent } from '../events/decode.ts';
-import { HEADER, headerString } from '../kafka/headers.ts';
+import type { Topics } from '../src/config.ts';
+import { decodeEvent } from '../src/events/decode.ts';
+import { HEADER, headerString } from '../src/kafka/headers.ts';
 import type { Simulators } from './simulators.ts';
 import { countMessages, readTopic, type TopicMessage } from './topics.ts';
 

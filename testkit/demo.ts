@@ -10,9 +10,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type BurstStatus, runBurst } from '../harness/burst.ts';
-import { SetupError } from '../services/errors.ts';
-import { type Services, startServices } from '../services/index.ts';
+import { SetupError } from '../src/services/errors.ts';
+import { type Services, startServices } from '../src/services/index.ts';
+import { type BurstStatus, runBurst } from './burst.ts';
 
 /** The aggregate limit (800/s, burst 2000), shared evenly by the two simulated providers. */
 const PROVIDER = { rate: 400, burst: 1000 };
@@ -36,8 +36,9 @@ const events = wholeNumber('events', values.events);
 const consumers = wholeNumber('consumers', values.consumers);
 const partitions = wholeNumber('partitions', values.partitions);
 /**
- * How a user configures Aqueduct for that provider (README, "Choosing the limits"): 5% under its rate,
- * and its burst less what the fleet can have granted but not yet sent (consumers × send concurrency).
+ * How a user configures Aqueduct for that provider (docs/configuration.md, "Choosing the limits"): 5%
+ * under its rate, and its burst less what the fleet can have granted but not yet sent (consumers × send
+ * concurrency).
  */
 const AQUEDUCT = {
   rate: PROVIDER.rate * 0.95,

@@ -1,9 +1,9 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type ApnsSimulator, startApnsSimulator } from '../simulators/apns.ts';
-import { type FcmSimulator, startFcmSimulator } from '../simulators/fcm.ts';
-import type { SimulatorOptions } from '../simulators/shared.ts';
+import { type ApnsSimulator, startApnsSimulator } from '../src/simulators/apns.ts';
+import { type FcmSimulator, startFcmSimulator } from '../src/simulators/fcm.ts';
+import type { SimulatorOptions } from '../src/simulators/shared.ts';
 
 /** Both simulators, in-process, with their certificates written where consumers can trust them. */
 export interface Simulators {

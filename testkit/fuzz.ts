@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { IHeaders } from 'kafkajs';
-import type { NotificationEventInput } from '../events/event.ts';
-import { HEADER } from '../kafka/headers.ts';
-import { messageKey } from '../publish/publisher.ts';
+import type { NotificationEventInput } from '../src/events/event.ts';
+import { HEADER } from '../src/kafka/headers.ts';
+import { messageKey } from '../src/publish/publisher.ts';
 import type { RawMessage } from './raw-publish.ts';
 
 /** The kinds of bad input {@link fuzzMessages} makes, each mixed into valid traffic by the faults run. */
