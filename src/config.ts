@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { describeIssues } from './events/decode.ts';
-import { redactUrl } from './services/errors.ts';
+import { redactUrl } from './redact.ts';
 
 /**
  * The consumer's configuration: environment variables, optionally a JSON file with the same keys

@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, InvalidArgumentError } from 'commander';
 import { Redis } from 'ioredis';
 import { TokenBucketLimiter } from '../limiter/index.ts';
-import { redactUrl, SetupError } from '../services/errors.ts';
+import { redactUrl } from '../redact.ts';
+import { SetupError } from '../services/errors.ts';
 import { formatBucketTable, type InspectSnapshot } from './format.ts';
 
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';

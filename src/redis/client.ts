@@ -1,6 +1,6 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Config } from '../config.ts';
-import { tlsOptions } from '../kafka/security.ts';
+import { tlsOptions } from '../tls.ts';
 
 /** The settings {@link redisSecurity} and {@link createRedis} read. */
 export type RedisConnectionSettings = Pick<

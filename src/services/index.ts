@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
-import { redactUrl, SetupError } from './errors.ts';
+import { redactUrl } from '../redact.ts';
+import { SetupError } from './errors.ts';
 import { LocalKafka } from './kafka-local.ts';
 import { LocalRedis } from './redis-local.ts';
 

@@ -1,0 +1,36 @@
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
+import { ConfigError } from './config.ts';
+
+/** Options of {@link tlsOptions}. */
+export interface TlsFiles {
+  caFile: string | undefined;
+  certFile: string | undefined;
+  keyFile: string | undefined;
+  rejectUnauthorized: boolean;
+  /** The settings the files came from, for error messages. */
+  names: { ca: string; cert: string; key: string };
+}
+
+/** Node TLS options with the PEM files read; a file that cannot be read is a ConfigError naming its setting. */
+export function tlsOptions(files: TlsFiles): ConnectionOptions {
+  const read = (path: string | undefined, name: string): Buffer | undefined => {
+    if (path === undefined) return undefined;
+    try {
+      return readFileSync(path);
+    } catch (error) {
+      throw new ConfigError(
+        `cannot read ${name}=${path} (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`,
+      );
+    }
+  };
+  const ca = read(files.caFile, files.names.ca);
+  const cert = read(files.certFile, files.names.cert);
+  const key = read(files.keyFile, files.names.key);
+  return {
+    rejectUnauthorized: files.rejectUnauthorized,
+    ...(ca ? { ca } : {}),
+    ...(cert ? { cert } : {}),
+    ...(key ? { key } : {}),
+  };
+}
