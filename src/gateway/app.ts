@@ -10,7 +10,7 @@ import type { Logger } from '../log.ts';
 import { type Admission, policyHeaders, rateLimitHeaders, type TenantAdmission } from './admission.ts';
 import type { ApiKeys } from './api-keys.ts';
 import { prepareBody } from './events.ts';
-import { KafkaUnavailableError } from './kafka-writer.ts';
+import { KafkaUnavailableError } from './kafka-unavailable.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { openApiDocument } from './openapi.ts';
 import { endRequestTrace, startPublishTrace, startRequestTrace } from './tracing.ts';
