@@ -11,7 +11,7 @@ import { ensureTopicFamily } from '../src/kafka/topics.ts';
 import { TokenBucketLimiter } from '../src/limiter/index.ts';
 import { generateEvents } from '../src/publish/generate.ts';
 import { publishEvents } from '../src/publish/publisher.ts';
-import type { SimulatorFaults } from '../src/simulators/shared.ts';
+import type { SimulatorFaults } from '../src/simulators/faults.ts';
 import { type ConsumerProcess, consumerCrashes, fleetEnv, spawnConsumer } from './fleet.ts';
 import { outcomesSoFar } from './ledger.ts';
 import { commandStats, isRoundTrip, roundTripsBetween } from './redis-stats.ts';

@@ -8,7 +8,7 @@ import { createKafka } from '../src/kafka/client.ts';
 import { ensureTopicFamily } from '../src/kafka/topics.ts';
 import { generateEvents } from '../src/publish/generate.ts';
 import { messageKey } from '../src/publish/publisher.ts';
-import type { SimulatorFaults } from '../src/simulators/shared.ts';
+import type { SimulatorFaults } from '../src/simulators/faults.ts';
 import { type ConsumerProcess, consumerCrashes, fleetEnv, spawnConsumer } from './fleet.ts';
 import type { FuzzMessage } from './fuzz.ts';
 import { outcomesSoFar, takeLedger } from './ledger.ts';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type ApnsSimulator, startApnsSimulator } from '../src/simulators/apns.ts';
 import { type FcmSimulator, startFcmSimulator } from '../src/simulators/fcm.ts';
-import type { SimulatorOptions } from '../src/simulators/shared.ts';
+import type { SimulatorOptions } from '../src/simulators/simulator.ts';
 
 /** Both simulators, in-process, with their certificates written where consumers can trust them. */
 export interface Simulators {

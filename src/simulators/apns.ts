@@ -1,31 +1,22 @@
-import { createPublicKey, type KeyObject, randomUUID, verify as verifySignature } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
-import { EVENT_ID_DATA_KEY } from '../providers/types.ts';
+import { type ProviderTokenOptions, providerTokenChecker } from './apns-auth.ts';
+import { APNS_ID, validatePush } from './apns-validation.ts';
 import { generateCertificate } from './certs.ts';
+import { handleControl } from './control.ts';
+import { later, SimulatorCore } from './core.ts';
 import { closeServer, listen, urlHost } from './net.ts';
-import {
-  handleControl,
-  later,
-  type RunningSimulator,
-  SimulatorCore,
-  type SimulatorOptions,
-} from './shared.ts';
+import type { RunningSimulator, SimulatorOptions } from './simulator.ts';
 
 /** Options of {@link startApnsSimulator}. */
-export interface ApnsSimulatorOptions extends SimulatorOptions {
+export interface ApnsSimulatorOptions extends SimulatorOptions, ProviderTokenOptions {
   /**
    * Port of a plain-HTTP server for GET /stats, POST /faults and POST /reset (the main port speaks only
    * HTTP/2 over TLS, which curl and browsers handle less easily). Undefined: none; 0: a free port.
    * GET /stats also answers on the main port.
    */
   statsPort?: number;
-  /** With `verifyAuth`: the .p8 key (PEM; private or public) whose signature provider tokens must carry. */
-  authKeyPem?: string;
-  /** With `verifyAuth`: the key id (`kid`) tokens must name. Default: any. */
-  keyId?: string;
-  /** With `verifyAuth`: the team id (`iss`) tokens must name. Default: any. */
-  teamId?: string;
 }
 
 /** A running APNs simulator. */
@@ -35,25 +26,7 @@ export interface ApnsSimulator extends RunningSimulator {
   readonly statsPort: number | undefined;
 }
 
-/** APNs' limit on a notification's payload, in bytes. */
-export const APNS_MAX_PAYLOAD_BYTES = 4096;
-/** Apple refuses provider tokens older than an hour. */
-const TOKEN_MAX_AGE_SECONDS = 3600;
 const MAX_BODY_BYTES = 64 * 1024;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const PUSH_TYPES = new Set([
-  'alert',
-  'background',
-  'location',
-  'voip',
-  'complication',
-  'fileprovider',
-  'mdm',
-  'liveactivity',
-  'pushtotalk',
-  'widgets',
-]);
-const PRIORITIES = new Set(['10', '5', '1']);
 
 /**
  * Starts an APNs simulator: `POST /3/device/{token}` over HTTP/2 + TLS, answering like APNs: `:status`,
@@ -93,7 +66,7 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
     }
     const requested = headers['apns-id'];
     const apnsId =
-      typeof requested === 'string' && UUID.test(requested) ? requested.toLowerCase() : randomUUID();
+      typeof requested === 'string' && APNS_ID.test(requested) ? requested.toLowerCase() : randomUUID();
     const authProblem = checkToken(headers.authorization);
     readStream(stream, (body, size) => {
       if (method !== 'POST') {
@@ -121,7 +94,7 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
           return later(core, () => respond(stream, 503, apnsId, SERVICE_UNAVAILABLE));
       }
       const token = path.slice('/3/device/'.length).split('?')[0] ?? '';
-      const checked = validate(token, requested, headers, body, size);
+      const checked = validatePush(token, requested, headers, body, size);
       if (!checked.ok) {
         core.stats.rejected += 1;
         return later(core, () => respond(stream, checked.status, apnsId, reasonBody(checked.reason)));
@@ -194,56 +167,6 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
   };
 }
 
-type Validation =
-  | { ok: true; eventId: string | undefined; payload: unknown }
-  | { ok: false; status: number; reason: string };
-
-/** Validates a push the way APNs does (headers first, then the payload). */
-function validate(
-  token: string,
-  requestedId: string | string[] | undefined,
-  headers: IncomingHttpHeaders,
-  body: Buffer,
-  size: number,
-): Validation {
-  if (token === '') return { ok: false, status: 400, reason: 'MissingDeviceToken' };
-  if (requestedId !== undefined && !(typeof requestedId === 'string' && UUID.test(requestedId))) {
-    return { ok: false, status: 400, reason: 'BadMessageId' };
-  }
-  const topic = headers['apns-topic'];
-  if (typeof topic !== 'string' || topic === '') return { ok: false, status: 400, reason: 'MissingTopic' };
-  const priority = headers['apns-priority'];
-  if (priority !== undefined && !(typeof priority === 'string' && PRIORITIES.has(priority))) {
-    return { ok: false, status: 400, reason: 'BadPriority' };
-  }
-  const expiration = headers['apns-expiration'];
-  if (expiration !== undefined && !(typeof expiration === 'string' && /^\d+$/.test(expiration))) {
-    return { ok: false, status: 400, reason: 'BadExpirationDate' };
-  }
-  const collapseId = headers['apns-collapse-id'];
-  if (collapseId !== undefined && !(typeof collapseId === 'string' && Buffer.byteLength(collapseId) <= 64)) {
-    return { ok: false, status: 400, reason: 'BadCollapseId' };
-  }
-  const pushType = headers['apns-push-type'];
-  if (pushType !== undefined && !(typeof pushType === 'string' && PUSH_TYPES.has(pushType))) {
-    return { ok: false, status: 400, reason: 'InvalidPushType' };
-  }
-  if (size === 0) return { ok: false, status: 400, reason: 'PayloadEmpty' };
-  if (size > APNS_MAX_PAYLOAD_BYTES) return { ok: false, status: 413, reason: 'PayloadTooLarge' };
-  let payload: unknown;
-  try {
-    payload = JSON.parse(body.toString('utf8'));
-  } catch {
-    payload = undefined;
-  }
-  // Apple's table has no reason for a payload that is not a JSON object; this is the simulator's word.
-  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
-    return { ok: false, status: 400, reason: 'BadPayload' };
-  }
-  const eventId = (payload as Record<string, unknown>)[EVENT_ID_DATA_KEY];
-  return { ok: true, eventId: typeof eventId === 'string' ? eventId : undefined, payload };
-}
-
 /** The apns-* headers of a request, for records. */
 function deliveryHeaders(headers: IncomingHttpHeaders): Record<string, string> {
   const out: Record<string, string> = {};
@@ -251,75 +174,6 @@ function deliveryHeaders(headers: IncomingHttpHeaders): Record<string, string> {
     if (key.startsWith('apns-') && typeof value === 'string') out[key] = value;
   }
   return out;
-}
-
-interface Jwt {
-  iat: number;
-}
-
-/**
- * Checks the `authorization: bearer <jwt>` of a request; returns the APNs reason when it fails. A token
- * is reused for up to an hour, so the last good one is remembered and only its age is checked again.
- */
-function providerTokenChecker(
-  options: ApnsSimulatorOptions,
-): (header: string | string[] | undefined) => string | undefined {
-  const verify = options.verifyAuth === true;
-  let publicKey: KeyObject | undefined;
-  if (verify) {
-    if (!options.authKeyPem)
-      throw new RangeError('verifyAuth needs authKeyPem (the .p8 key or its public key)');
-    publicKey = createPublicKey(options.authKeyPem);
-  }
-  let lastToken = '';
-  let lastIat = 0;
-  return (header) => {
-    if (typeof header !== 'string' || header === '') return 'MissingProviderToken';
-    const match = /^bearer\s+(\S+)$/i.exec(header);
-    if (!match) return 'InvalidProviderToken';
-    const token = match[1] as string;
-    if (token !== lastToken) {
-      const parsed = parseJwt(token, publicKey, options);
-      if (typeof parsed === 'string') return parsed;
-      lastToken = token;
-      lastIat = parsed.iat;
-    }
-    if (verify && Date.now() / 1000 - lastIat > TOKEN_MAX_AGE_SECONDS) return 'ExpiredProviderToken';
-    return undefined;
-  };
-}
-
-function parseJwt(
-  token: string,
-  publicKey: KeyObject | undefined,
-  options: ApnsSimulatorOptions,
-): Jwt | string {
-  const parts = token.split('.');
-  if (parts.length !== 3 || parts.some((part) => !/^[A-Za-z0-9_-]+$/.test(part)))
-    return 'InvalidProviderToken';
-  const [head, claims, signature] = parts as [string, string, string];
-  let header: Record<string, unknown>;
-  let payload: Record<string, unknown>;
-  try {
-    header = JSON.parse(Buffer.from(head, 'base64url').toString('utf8')) as Record<string, unknown>;
-    payload = JSON.parse(Buffer.from(claims, 'base64url').toString('utf8')) as Record<string, unknown>;
-  } catch {
-    return 'InvalidProviderToken';
-  }
-  if (header.alg !== 'ES256' || typeof header.kid !== 'string') return 'InvalidProviderToken';
-  if (typeof payload.iss !== 'string' || typeof payload.iat !== 'number') return 'InvalidProviderToken';
-  if (publicKey) {
-    const signed = verifySignature(
-      'sha256',
-      Buffer.from(`${head}.${claims}`),
-      { key: publicKey, dsaEncoding: 'ieee-p1363' },
-      Buffer.from(signature, 'base64url'),
-    );
-    if (!signed) return 'InvalidProviderToken';
-    if (options.keyId !== undefined && header.kid !== options.keyId) return 'InvalidProviderToken';
-    if (options.teamId !== undefined && payload.iss !== options.teamId) return 'InvalidProviderToken';
-  }
-  return { iat: payload.iat };
 }
 
 function reasonBody(reason: string): string {

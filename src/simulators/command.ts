@@ -4,18 +4,10 @@ import { join } from 'node:path';
 import { type Command, InvalidArgumentError } from 'commander';
 import { SetupError } from '../services/errors.ts';
 import { startApnsSimulator } from './apns.ts';
+import { DEFAULT_BAD_TOKEN_PREFIX, DEFAULT_DEAD_TOKEN_PREFIX, type SimulatorFaults } from './faults.ts';
 import { startFcmSimulator } from './fcm.ts';
-import {
-  DEFAULT_BAD_TOKEN_PREFIX,
-  DEFAULT_BURST,
-  DEFAULT_DEAD_TOKEN_PREFIX,
-  DEFAULT_RATE,
-  type RunningSimulator,
-  type SimulatorFaults,
-  type SimulatorOptions,
-  type SimulatorStats,
-  summaryLine,
-} from './shared.ts';
+import { DEFAULT_BURST, DEFAULT_RATE, type RunningSimulator, type SimulatorOptions } from './simulator.ts';
+import { type SimulatorStats, summaryLine } from './stats.ts';
 
 interface CommonFlags {
   host: string;

@@ -4,14 +4,10 @@ import { FCM_ERROR_TYPE } from '../providers/fcm-classification.ts';
 import { LOCAL_FCM_ACCESS_TOKEN } from '../providers/index.ts';
 import { EVENT_ID_DATA_KEY } from '../providers/types.ts';
 import { generateCertificate } from './certs.ts';
+import { handleControl } from './control.ts';
+import { later, SimulatorCore } from './core.ts';
 import { closeServer, listen, urlHost } from './net.ts';
-import {
-  handleControl,
-  later,
-  type RunningSimulator,
-  SimulatorCore,
-  type SimulatorOptions,
-} from './shared.ts';
+import type { RunningSimulator, SimulatorOptions } from './simulator.ts';
 
 /** Options of {@link startFcmSimulator}. */
 export interface FcmSimulatorOptions extends SimulatorOptions {

@@ -11,7 +11,7 @@ import { createKafka } from '../../src/kafka/client.ts';
 import { HEADER, headerString } from '../../src/kafka/headers.ts';
 import { ensureTopicFamily } from '../../src/kafka/topics.ts';
 import { LocalRedis } from '../../src/services/index.ts';
-import type { SimulatorOptions } from '../../src/simulators/shared.ts';
+import type { SimulatorOptions } from '../../src/simulators/simulator.ts';
 import { type ConsumerProcess, spawnConsumer } from '../../testkit/fleet.ts';
 import { type Simulators, startSimulators } from '../../testkit/simulators.ts';
 import { eventIdOf, readTopic } from '../../testkit/topics.ts';

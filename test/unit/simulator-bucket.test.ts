@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { defaultFaults, mergeFaults, TokenBucket } from '../../src/simulators/shared.ts';
+import { defaultFaults, mergeFaults } from '../../src/simulators/faults.ts';
+import { TokenBucket } from '../../src/simulators/token-bucket.ts';
 
 describe('simulator token bucket (continuous refill)', () => {
   it('grants exactly the burst at once, then one token per 1/rate seconds', () => {
