@@ -12,8 +12,18 @@ export interface TlsFiles {
   names: { ca: string; cert: string; key: string };
 }
 
+/**
+ * TLS when it is switched on or when any of its files is given (a CA, certificate or key only makes sense
+ * over TLS, so naming one is taken as asking for it); undefined for a plain connection.
+ */
+export function tlsWhenWanted(switchedOn: boolean, files: TlsFiles): ConnectionOptions | undefined {
+  const wanted =
+    switchedOn || files.caFile !== undefined || files.certFile !== undefined || files.keyFile !== undefined;
+  return wanted ? tlsOptions(files) : undefined;
+}
+
 /** Node TLS options with the PEM files read; a file that cannot be read is a ConfigError naming its setting. */
-export function tlsOptions(files: TlsFiles): ConnectionOptions {
+function tlsOptions(files: TlsFiles): ConnectionOptions {
   const read = (path: string | undefined, name: string): Buffer | undefined => {
     if (path === undefined) return undefined;
     try {

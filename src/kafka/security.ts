@@ -1,6 +1,6 @@
 import type { KafkaConfig, SASLOptions } from 'kafkajs';
 import { type Config, ConfigError } from '../config.ts';
-import { tlsOptions } from '../tls.ts';
+import { tlsWhenWanted } from '../tls.ts';
 
 /** The settings {@link kafkaSecurity} reads. */
 export type KafkaSecuritySettings = Pick<
@@ -22,20 +22,14 @@ export type KafkaSecuritySettings = Pick<
  */
 export function kafkaSecurity(settings: KafkaSecuritySettings): Pick<KafkaConfig, 'ssl' | 'sasl'> {
   const security: Pick<KafkaConfig, 'ssl' | 'sasl'> = {};
-  const tlsWanted =
-    settings.KAFKA_TLS ||
-    settings.KAFKA_TLS_CA_FILE !== undefined ||
-    settings.KAFKA_TLS_CERT_FILE !== undefined ||
-    settings.KAFKA_TLS_KEY_FILE !== undefined;
-  if (tlsWanted) {
-    security.ssl = tlsOptions({
-      caFile: settings.KAFKA_TLS_CA_FILE,
-      certFile: settings.KAFKA_TLS_CERT_FILE,
-      keyFile: settings.KAFKA_TLS_KEY_FILE,
-      rejectUnauthorized: settings.KAFKA_TLS_REJECT_UNAUTHORIZED,
-      names: { ca: 'KAFKA_TLS_CA_FILE', cert: 'KAFKA_TLS_CERT_FILE', key: 'KAFKA_TLS_KEY_FILE' },
-    });
-  }
+  const tls = tlsWhenWanted(settings.KAFKA_TLS, {
+    caFile: settings.KAFKA_TLS_CA_FILE,
+    certFile: settings.KAFKA_TLS_CERT_FILE,
+    keyFile: settings.KAFKA_TLS_KEY_FILE,
+    rejectUnauthorized: settings.KAFKA_TLS_REJECT_UNAUTHORIZED,
+    names: { ca: 'KAFKA_TLS_CA_FILE', cert: 'KAFKA_TLS_CERT_FILE', key: 'KAFKA_TLS_KEY_FILE' },
+  });
+  if (tls) security.ssl = tls;
   const mechanism = settings.KAFKA_SASL_MECHANISM;
   if (mechanism) {
     const username = settings.KAFKA_SASL_USERNAME;

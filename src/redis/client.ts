@@ -1,6 +1,6 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Config } from '../config.ts';
-import { tlsOptions } from '../tls.ts';
+import { tlsWhenWanted } from '../tls.ts';
 
 /** The settings {@link redisSecurity} and {@link createRedis} read. */
 export type RedisConnectionSettings = Pick<
@@ -24,21 +24,14 @@ export function redisSecurity(settings: RedisConnectionSettings): RedisOptions {
   const options: RedisOptions = {};
   if (settings.REDIS_USERNAME) options.username = settings.REDIS_USERNAME;
   if (settings.REDIS_PASSWORD) options.password = settings.REDIS_PASSWORD;
-  const tlsWanted =
-    settings.REDIS_TLS ||
-    settings.REDIS_URL.startsWith('rediss:') ||
-    settings.REDIS_TLS_CA_FILE !== undefined ||
-    settings.REDIS_TLS_CERT_FILE !== undefined ||
-    settings.REDIS_TLS_KEY_FILE !== undefined;
-  if (tlsWanted) {
-    options.tls = tlsOptions({
-      caFile: settings.REDIS_TLS_CA_FILE,
-      certFile: settings.REDIS_TLS_CERT_FILE,
-      keyFile: settings.REDIS_TLS_KEY_FILE,
-      rejectUnauthorized: settings.REDIS_TLS_REJECT_UNAUTHORIZED,
-      names: { ca: 'REDIS_TLS_CA_FILE', cert: 'REDIS_TLS_CERT_FILE', key: 'REDIS_TLS_KEY_FILE' },
-    });
-  }
+  const tls = tlsWhenWanted(settings.REDIS_TLS || settings.REDIS_URL.startsWith('rediss:'), {
+    caFile: settings.REDIS_TLS_CA_FILE,
+    certFile: settings.REDIS_TLS_CERT_FILE,
+    keyFile: settings.REDIS_TLS_KEY_FILE,
+    rejectUnauthorized: settings.REDIS_TLS_REJECT_UNAUTHORIZED,
+    names: { ca: 'REDIS_TLS_CA_FILE', cert: 'REDIS_TLS_CERT_FILE', key: 'REDIS_TLS_KEY_FILE' },
+  });
+  if (tls) options.tls = tls;
   return options;
 }
 
