@@ -6,7 +6,7 @@ import { APNS_ID, validatePush } from './apns-validation.ts';
 import { generateCertificate } from './certs.ts';
 import { handleControl } from './control.ts';
 import { later, SimulatorCore } from './core.ts';
-import { closeServer, listen, urlHost } from './net.ts';
+import { closeServer, listen, readBody, urlHost } from './net.ts';
 import type { RunningSimulator, SimulatorOptions } from './simulator.ts';
 
 /** Options of {@link startApnsSimulator}. */
@@ -25,8 +25,6 @@ export interface ApnsSimulator extends RunningSimulator {
   /** The plain-HTTP control port, when `statsPort` was given. */
   readonly statsPort: number | undefined;
 }
-
-const MAX_BODY_BYTES = 64 * 1024;
 
 /**
  * Starts an APNs simulator: `POST /3/device/{token}` over HTTP/2 + TLS, answering like APNs: `:status`,
@@ -206,15 +204,9 @@ function respond(
 }
 
 function readStream(stream: ServerHttp2Stream, done: (body: Buffer, size: number) => void): void {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  stream.on('data', (chunk: Buffer) => {
-    size += chunk.length;
-    if (size <= MAX_BODY_BYTES) chunks.push(chunk);
-  });
-  stream.on('end', () => {
+  readBody(stream, (body, size) => {
     // A stream cut off by its client or a lost connection has no request to answer or count.
     if (stream.aborted || stream.destroyed) return;
-    done(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks), size);
+    done(body, size);
   });
 }

@@ -6,7 +6,7 @@ import { EVENT_ID_DATA_KEY } from '../providers/types.ts';
 import { generateCertificate } from './certs.ts';
 import { handleControl } from './control.ts';
 import { later, SimulatorCore } from './core.ts';
-import { closeServer, listen, urlHost } from './net.ts';
+import { closeServer, listen, MAX_BODY_BYTES, readBody, urlHost } from './net.ts';
 import type { RunningSimulator, SimulatorOptions } from './simulator.ts';
 
 /** Options of {@link startFcmSimulator}. */
@@ -27,7 +27,6 @@ export interface FcmSimulator extends RunningSimulator {
 }
 
 const SEND_PATH = /^\/v1\/projects\/([^/?]+)\/messages:send(?:\?.*)?$/;
-const MAX_BODY_BYTES = 64 * 1024;
 /** FCM's limit on a message's payload (notification plus data), in bytes. */
 export const FCM_MAX_PAYLOAD_BYTES = 4096;
 const RESERVED_DATA_KEY = /^(from|message_type|google|gcm)/;
@@ -55,7 +54,7 @@ export async function startFcmSimulator(options: FcmSimulatorOptions = {}): Prom
     const arrivedAtMs = core.now();
     const match = SEND_PATH.exec(req.url ?? '');
     if (!match || req.method !== 'POST') {
-      readBody(req, (body) => {
+      readRequest(req, (body) => {
         const control = handleControl(
           core,
           'fcm',
@@ -71,7 +70,7 @@ export async function startFcmSimulator(options: FcmSimulatorOptions = {}): Prom
     }
     const project = decodeURIComponent(match[1] as string);
     const auth = checkBearer(req.headers.authorization, options.verifyAuth === true, expectedToken);
-    readBody(req, (body, tooLarge) => {
+    readRequest(req, (body, tooLarge) => {
       if (auth !== undefined) {
         core.stats.requests += 1;
         core.stats.authFailures += 1;
@@ -297,15 +296,7 @@ function dropConnection(req: Request): void {
   else req.socket.destroy();
 }
 
-function readBody(req: Request, done: (body: Buffer, tooLarge: boolean) => void): void {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  req.on('data', (chunk: Buffer) => {
-    size += chunk.length;
-    if (size <= MAX_BODY_BYTES) chunks.push(chunk);
-  });
-  req.on('end', () =>
-    done(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks), size > MAX_BODY_BYTES),
-  );
+function readRequest(req: Request, done: (body: Buffer, tooLarge: boolean) => void): void {
+  readBody(req, (body, size) => done(body, size > MAX_BODY_BYTES));
   req.on('error', () => {});
 }

@@ -1,4 +1,19 @@
 import type { Server, Socket } from 'node:net';
+import type { Readable } from 'node:stream';
+
+/** The most of a request body a simulator keeps; past it, the body is only counted. */
+export const MAX_BODY_BYTES = 64 * 1024;
+
+/** Collects a request body (its first {@link MAX_BODY_BYTES}) and calls `done` with it and its full size at its end. */
+export function readBody(source: Readable, done: (body: Buffer, size: number) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  source.on('data', (chunk: Buffer) => {
+    size += chunk.length;
+    if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+  });
+  source.on('end', () => done(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks), size));
+}
 
 /** A host for URLs: a wildcard address becomes 127.0.0.1, an IPv6 address gets brackets. */
 export function urlHost(host: string): string {
