@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { ConfigError } from '../config.ts';
 import { exitIfStillRunning, openResources } from '../lifecycle.ts';
 import { createLogger } from '../log.ts';
+import { exitOnConfigError } from '../settings-exit.ts';
 import { startTracing } from '../telemetry/tracing.ts';
 import { hashApiKey } from './api-keys.ts';
 import {
@@ -43,17 +43,11 @@ export function registerServeCommand(program: Command): void {
         console.log(hashApiKey(key));
         return;
       }
-      let config: GatewayConfig;
-      try {
-        config = loadGatewayConfig(process.env, flags.config);
-        apiKeyHashes(config); // no key at all: refuse before anything starts
-      } catch (error) {
-        if (error instanceof ConfigError) {
-          console.error(`aqueduct serve: ${error.message}`);
-          process.exit(2);
-        }
-        throw error;
-      }
+      const config = await exitOnConfigError('serve', () => {
+        const loaded = loadGatewayConfig(process.env, flags.config);
+        apiKeyHashes(loaded); // no key at all: refuse before anything starts
+        return loaded;
+      });
       await runGateway(config);
     });
 }
@@ -63,16 +57,7 @@ export async function runGateway(config: GatewayConfig): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL, 'aqueduct-gateway');
   logger.info({ config: redactGatewayConfig(config) }, 'starting gateway');
   const tracing = await startTracing('aqueduct-gateway', { logger });
-  let gateway: Awaited<ReturnType<typeof startGateway>>;
-  try {
-    gateway = await startGateway(config, { logger });
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      console.error(`aqueduct serve: ${error.message}`);
-      process.exit(2);
-    }
-    throw error;
-  }
+  const gateway = await exitOnConfigError('serve', () => startGateway(config, { logger }));
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);

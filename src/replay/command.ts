@@ -1,9 +1,10 @@
 import type { Command } from 'commander';
-import { ConfigError, loadConfig, topicsOf } from '../config.ts';
+import { loadConfig, topicsOf } from '../config.ts';
 import { createKafka } from '../kafka/client.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
 import { DoneStore } from '../pipeline/done-store.ts';
 import { createRedis } from '../redis/client.ts';
+import { exitOnConfigError } from '../settings-exit.ts';
 import { type ReplaySummary, replayDeadLetters } from './replay.ts';
 
 interface ReplayFlags {
@@ -38,16 +39,7 @@ export function registerReplayCommand(program: Command): void {
       ].join('\n'),
     )
     .action(async (flags: ReplayFlags) => {
-      let config: ReturnType<typeof loadConfig>;
-      try {
-        config = loadConfig(process.env, flags.config);
-      } catch (error) {
-        if (error instanceof ConfigError) {
-          console.error(`aqueduct replay: ${error.message}`);
-          process.exit(2);
-        }
-        throw error;
-      }
+      const config = await exitOnConfigError('replay', () => loadConfig(process.env, flags.config));
       const kafka = createKafka({
         brokers: config.KAFKA_BROKERS,
         clientId: `${config.KAFKA_CLIENT_ID}-replay`,
