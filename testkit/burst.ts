@@ -12,7 +12,7 @@ import { TokenBucketLimiter } from '../src/limiter/index.ts';
 import { generateEvents } from '../src/publish/generate.ts';
 import { publishEvents } from '../src/publish/publisher.ts';
 import type { SimulatorFaults } from '../src/simulators/faults.ts';
-import { type ConsumerProcess, consumerCrashes, fleetEnv, spawnConsumer } from './fleet.ts';
+import { type ConsumerProcess, consumerCrashes, fleetEnv, spawnFleet } from './fleet.ts';
 import { outcomesSoFar } from './ledger.ts';
 import { commandStats, isRoundTrip, roundTripsBetween } from './redis-stats.ts';
 import { startSimulators } from './simulators.ts';
@@ -156,11 +156,9 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       ...(options.env ? { extra: options.env } : {}),
     });
     const started = Date.now();
-    for (let i = 0; i < options.consumers; i++) {
-      consumers.push(
-        spawnConsumer(`consumer-${i + 1}`, env, join(options.logDir, `${topic}-consumer-${i + 1}.log`)),
-      );
-    }
+    consumers.push(
+      ...spawnFleet(options.consumers, env, (name) => join(options.logDir, `${topic}-${name}.log`)),
+    );
 
     const limiter = new TokenBucketLimiter(redis, { keyPrefix: `aq-${runId}` });
     const ids = events.map((e) => e.id);

@@ -9,9 +9,9 @@ import { ensureTopicFamily } from '../src/kafka/topics.ts';
 import { generateEvents } from '../src/publish/generate.ts';
 import { messageKey } from '../src/publish/publisher.ts';
 import type { SimulatorFaults } from '../src/simulators/faults.ts';
-import { type ConsumerProcess, consumerCrashes, fleetEnv, spawnConsumer } from './fleet.ts';
+import { type ConsumerProcess, consumerCrashes, fleetEnv, spawnFleet } from './fleet.ts';
 import type { FuzzMessage } from './fuzz.ts';
-import { outcomesSoFar, takeLedger } from './ledger.ts';
+import { type Ledger, outcomesSoFar, takeLedger } from './ledger.ts';
 import { type OtlpSink, startOtlpSink } from './otlp-sink.ts';
 import { publishRaw, type RawMessage } from './raw-publish.ts';
 import { type Simulators, startSimulators } from './simulators.ts';
@@ -57,15 +57,7 @@ export interface FaultRunOptions {
 }
 
 /** What a fault run measured (every count from the simulators and the topics, see takeLedger). */
-export interface FaultResult {
-  published: number;
-  delivered: number;
-  deadLettered: number;
-  invalidTokens: number;
-  retried: number;
-  lost: number;
-  duplicates: number;
-  provider429: number;
+export interface FaultResult extends Omit<Ledger, 'lostSamples'> {
   consumerCrashes: number;
   /** Distinct device tokens (whole or a 16-character piece) found in the consumers' logs or exported spans. */
   tokensInLogs: number;
@@ -130,9 +122,7 @@ export async function runFaultScenario(options: FaultRunOptions): Promise<FaultR
       extra: { ...sink?.env(), OTEL_SERVICE_NAME: `aqueduct-${options.name}`, ...options.env },
     });
     const started = Date.now();
-    for (let i = 0; i < options.consumers; i++) {
-      consumers.push(spawnConsumer(`consumer-${i + 1}`, env, join(logDir, `consumer-${i + 1}.log`)));
-    }
+    consumers.push(...spawnFleet(options.consumers, env, (name) => join(logDir, `${name}.log`)));
 
     let fault: Promise<void> | undefined;
     let faultOver = !options.inject;

@@ -22,6 +22,18 @@ export interface ConsumerProcess {
   kill(): Promise<number | string>;
 }
 
+/** Spawns `count` consumers, `consumer-1` to `consumer-N`, each appending its log to `logFile(name)`. */
+export function spawnFleet(
+  count: number,
+  env: Record<string, string>,
+  logFile: (name: string) => string,
+): ConsumerProcess[] {
+  return Array.from({ length: count }, (_, i) => {
+    const name = `consumer-${i + 1}`;
+    return spawnConsumer(name, env, logFile(name));
+  });
+}
+
 /**
  * Spawns `node bin/aqueduct.js consume` with the given environment (on top of this process's), collects
  * its JSON logs (also appended to `logFile` when given), and ties its life to this process.
