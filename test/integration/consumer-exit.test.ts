@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { type ConsumerProcess, fleetEnv, spawnConsumer } from '../../src/harness/fleet.ts';
-import { type Simulators, startSimulators } from '../../src/harness/simulators.ts';
+import { type ConsumerProcess, fleetEnv, spawnConsumer } from '../../testkit/fleet.ts';
+import { type Simulators, startSimulators } from '../../testkit/simulators.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import { ensureTopicFamily } from '../../src/kafka/topics.ts';
 import { generateEvents } from '../../src/publish/generate.ts';
