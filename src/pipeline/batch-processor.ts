@@ -1,6 +1,7 @@
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
 import { type DecodeResult, decodeEvent } from '../events/decode.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
+import { isKafkaJsError } from '../kafka/errors.ts';
 import { envelopeBytes, HEADER, headerNumber } from '../kafka/headers.ts';
 import type { PushOutcome, PushProvider, PushRequest } from '../providers/types.ts';
 import type { DoneStore, FinalOutcome } from './done-store.ts';
@@ -38,11 +39,6 @@ export interface BatchProcessorDeps {
   pause: (topic: string, partition: number) => void;
   resume: (topic: string, partition: number) => void;
   observer: PipelineObserver;
-}
-
-/** kafkajs marks its own errors by name (KafkaJSError and subclasses). */
-function isKafkaJsError(error: unknown): boolean {
-  return error instanceof Error && error.name.startsWith('KafkaJS');
 }
 
 /** What one step of a batch did. */

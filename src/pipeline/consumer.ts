@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Consumer, Kafka, Producer } from 'kafkajs';
 import { type Config, type Topics, topicsOf } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
+import { restartable } from '../kafka/errors.ts';
 import { ensureTopics } from '../kafka/topics.ts';
 import type { Logger } from '../log.ts';
 import type { PushProvider } from '../providers/types.ts';
@@ -307,42 +308,6 @@ async function within(ms: number, work: Promise<unknown>): Promise<boolean> {
   } finally {
     clearTimeout(timer);
   }
-}
-
-/**
- * The crashes this process restarts its consumer from in-process: those kafkajs itself would restart
- * from (its retries ran out, or the root cause is retriable), and a broker that could not be reached.
- */
-export function restartable(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  if (error.name === 'KafkaJSNumberOfRetriesExceeded' || brokerUnreachable(error)) return true;
-  let cause: unknown = error;
-  for (let depth = 0; depth < 10; depth++) {
-    const next = (cause as { cause?: unknown }).cause;
-    if (!(next instanceof Error)) break;
-    cause = next;
-  }
-  return (cause as { retriable?: unknown }).retriable === true;
-}
-
-/**
- * True for the crashes kafkajs does not restart from although a reachable broker would cure them: the
- * group coordinator could not be found, or the cause is a connection that failed or closed.
- */
-export function brokerUnreachable(error: unknown): boolean {
-  const transient = new Set([
-    'KafkaJSGroupCoordinatorNotFound',
-    'KafkaJSConnectionError',
-    'KafkaJSConnectionClosedError',
-    'KafkaJSRequestTimeoutError',
-    'KafkaJSBrokerNotFound',
-  ]);
-  let e: unknown = error;
-  for (let depth = 0; depth < 10 && e instanceof Error; depth++) {
-    if (transient.has(e.name) || /group coordinator/i.test(e.message)) return true;
-    e = (e as Error & { cause?: unknown }).cause;
-  }
-  return false;
 }
 
 /** An error as a log field: its name, message and retriable flag, never its full context. */

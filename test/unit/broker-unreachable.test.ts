@@ -1,11 +1,13 @@
 import {
+  KafkaJSAggregateError,
   KafkaJSConnectionError,
   KafkaJSGroupCoordinatorNotFound,
   KafkaJSNonRetriableError,
+  KafkaJSOffsetOutOfRange,
   KafkaJSServerDoesNotSupportApiKey,
 } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { brokerUnreachable } from '../../src/pipeline/consumer.ts';
+import { brokerUnreachable, isKafkaJsError } from '../../src/kafka/errors.ts';
 
 /** Which kafkajs crashes the consumer restarts from in-process (a broker restart) and which end it. */
 describe('brokerUnreachable', () => {
@@ -28,5 +30,24 @@ describe('brokerUnreachable', () => {
     expect(brokerUnreachable(new KafkaJSServerDoesNotSupportApiKey('unsupported'))).toBe(false);
     expect(brokerUnreachable(new Error('SASL SCRAM SHA512 authentication failed'))).toBe(false);
     expect(brokerUnreachable('a string')).toBe(false);
+  });
+});
+
+/** Which errors the batch handler leaves to kafkajs (rethrows) rather than backing off from itself. */
+describe('isKafkaJsError', () => {
+  it('is true for instances of kafkajs error classes', () => {
+    expect(isKafkaJsError(new KafkaJSNonRetriableError('rebalancing'))).toBe(true);
+    expect(isKafkaJsError(new KafkaJSOffsetOutOfRange('out of range', { topic: 't', partition: 0 }))).toBe(
+      true,
+    );
+    expect(isKafkaJsError(new KafkaJSAggregateError('several', []))).toBe(true);
+  });
+
+  it('is false for other errors, whatever their name says', () => {
+    expect(isKafkaJsError(new Error('connect ECONNREFUSED 127.0.0.1:6379'))).toBe(false);
+    expect(isKafkaJsError(Object.assign(new Error('look-alike'), { name: 'KafkaJSConnectionError' }))).toBe(
+      false,
+    );
+    expect(isKafkaJsError('KafkaJSError')).toBe(false);
   });
 });
