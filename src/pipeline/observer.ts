@@ -1,7 +1,7 @@
 import type { Batch } from 'kafkajs';
 import type { NotificationEvent, Platform } from '../events/event.ts';
 import type { PushOutcome, PushRequest } from '../providers/types.ts';
-import type { Item } from './partition-state.ts';
+import type { Item } from './item.ts';
 import type { PoolBucket, TokenPool } from './token-pool.ts';
 
 /** Where a token take happens: the partition, and the items it is for, in the order they are granted. */

@@ -1,56 +1,94 @@
 import type { KafkaMessage } from 'kafkajs';
-import type { DecodeResult } from '../events/decode.ts';
-
-/** One message of a partition, decoded once and remembered until its offset is resolved. */
-export interface Item {
-  offset: string;
-  message: KafkaMessage;
-  decoded: DecodeResult;
-  /** 1 for an event read from the main topic; the retry topic counts up. */
-  attempt: number;
-  /** Epoch ms before which it must not be sent (retries only); 0 for "now". */
-  notBefore: number;
-  /** The key its outcome is recorded under: the event id, or the message's coordinates when it has none. */
-  dedupeKey: string;
-  /** The outcome already recorded by an earlier reading (a redelivery): nothing more is done with it. */
-  alreadyDone?: string;
-}
+import type { Item } from './item.ts';
 
 /**
  * What the consumer keeps about one assigned partition between batches. kafkajs re-reads a partition
  * from the last resolved offset after a pause, so the messages behind a throttled one come again;
  * this state lets them be recognized (decoded once, deduped once, finished out of order) instead of
- * being redone.
+ * being redone. Offsets of a batch ascend, and what is resolved is always a prefix of them.
  */
 export class PartitionState {
   readonly topic: string;
   readonly partition: number;
   readonly key: string;
   /** Decoded messages that were not resolved yet when their batch was handled (see keepUnresolved). */
-  readonly items = new Map<string, Item>();
+  private readonly remembered = new Map<string, Item>();
   /** Offsets whose outcome is recorded but that wait for an earlier offset before they can be resolved. */
-  readonly finished = new Set<string>();
+  private readonly finished = new Set<string>();
+  /** Offsets whose outcome the dedupe check found recorded by an earlier reading (redeliveries). */
+  private readonly doneEarlier = new Set<string>();
   /** Highest offset resolved (its outcome and every earlier one's recorded). */
-  resolvedThrough = -1n;
+  private resolvedThrough = -1n;
   /** Highest offset whose dedupe state was read from Redis. */
-  checkedThrough = -1n;
-  /** Set while the consumer holds the partition paused; cancels the scheduled resume. */
-  cancelResume: (() => void) | undefined;
-  pausedAt = 0;
+  private checkedThrough = -1n;
   /** Failed steps in a row (Redis or Kafka unavailable), for the back-off. */
-  failures = 0;
-  /** Until then (epoch ms) done-marks are read again right before each send (see BatchProcessor). */
-  recheckUntil = 0;
+  private failures = 0;
+  /** Until then (epoch ms) done-marks are read again right before each send (see Sender). */
+  private readonly recheckUntil: number;
 
-  constructor(topic: string, partition: number) {
+  constructor(topic: string, partition: number, recheckUntil = 0) {
     this.topic = topic;
     this.partition = partition;
     this.key = `${topic}:${partition}`;
+    this.recheckUntil = recheckUntil;
   }
 
   /** The item a message was when it was read before (and not resolved since), or a new one. */
   item(message: KafkaMessage, build: (message: KafkaMessage) => Item): Item {
-    return this.items.get(message.offset) ?? build(message);
+    return this.remembered.get(message.offset) ?? build(message);
+  }
+
+  /** The items whose done-marks were not read yet (none, usually all, else the tail of a re-read). */
+  unchecked(items: readonly Item[]): Item[] {
+    const last = items.at(-1);
+    if (last === undefined || BigInt(last.offset) <= this.checkedThrough) return [];
+    if (BigInt((items[0] as Item).offset) > this.checkedThrough) return [...items];
+    return items.filter((item) => BigInt(item.offset) > this.checkedThrough);
+  }
+
+  /** Records a dedupe check of `checked` (as {@link unchecked} gave them): `done` were finished before. */
+  checked(checked: readonly Item[], done: readonly Item[]): void {
+    const last = checked.at(-1);
+    if (last !== undefined) this.checkedThrough = BigInt(last.offset);
+    for (const item of done) this.doneEarlier.add(item.offset);
+  }
+
+  /** True when the dedupe check found the item's outcome recorded by an earlier reading. */
+  wasDoneEarlier(item: Item): boolean {
+    return this.doneEarlier.has(item.offset);
+  }
+
+  /** True while the partition reads its done-marks again right before each send (after a rejoin). */
+  rechecksBeforeSend(now = Date.now()): boolean {
+    return now <= this.recheckUntil;
+  }
+
+  /** The items of a batch not finished yet. */
+  openItems(items: readonly Item[]): Item[] {
+    return items.slice(this.firstUnresolved(items)).filter((item) => !this.finished.has(item.offset));
+  }
+
+  /** Their outcomes are recorded: they are resolved as soon as every earlier offset is. */
+  finish(items: Iterable<Item>): void {
+    for (const item of items) this.finished.add(item.offset);
+  }
+
+  /**
+   * Resolves the batch's offsets up to the first one that is not finished (nothing after a gap) and
+   * forgets them. Returns the last offset resolved, if any (kafkajs keeps one per partition).
+   */
+  resolvePrefix(items: readonly Item[]): string | undefined {
+    let through: string | undefined;
+    for (const item of items) {
+      if (!this.finished.has(item.offset)) {
+        if (this.isResolved(item.offset)) continue;
+        break;
+      }
+      this.forget(item.offset);
+      through = item.offset;
+    }
+    if (through !== undefined) this.resolvedThrough = BigInt(through);
+    return through;
   }
 
   /**
@@ -59,25 +97,34 @@ export class PartitionState {
    * resolved by then, and the map would only churn.
    */
   keepUnresolved(items: readonly Item[]): void {
-    // Offsets ascend and what is resolved is a prefix of them.
-    const last = items.at(-1);
-    if (last === undefined || this.isResolved(last.offset)) return;
-    let start = 0;
-    while (start < items.length && this.isResolved((items[start] as Item).offset)) start++;
-    for (let i = start; i < items.length; i++) {
-      const item = items[i] as Item;
-      this.items.set(item.offset, item);
-    }
+    for (const item of items.slice(this.firstUnresolved(items))) this.remembered.set(item.offset, item);
   }
 
-  isResolved(offset: string): boolean {
+  /** Counts a failed step; returns the failures in a row, this one included. */
+  stepFailed(): number {
+    return ++this.failures;
+  }
+
+  stepSucceeded(): void {
+    this.failures = 0;
+  }
+
+  private isResolved(offset: string): boolean {
     return BigInt(offset) <= this.resolvedThrough;
   }
 
-  /** Forgets what is resolved (everything up to and including `offset`). */
-  resolved(offset: string): void {
-    this.items.delete(offset);
+  /** Index of the first item not resolved yet (`items.length` when all are). */
+  private firstUnresolved(items: readonly Item[]): number {
+    const last = items.at(-1);
+    if (last === undefined || this.isResolved(last.offset)) return items.length;
+    let start = 0;
+    while (start < items.length && this.isResolved((items[start] as Item).offset)) start++;
+    return start;
+  }
+
+  private forget(offset: string): void {
+    this.remembered.delete(offset);
     this.finished.delete(offset);
-    this.resolvedThrough = BigInt(offset);
+    this.doneEarlier.delete(offset);
   }
 }

@@ -1,0 +1,59 @@
+import type { KafkaMessage } from 'kafkajs';
+import { type DecodeResult, decodeEvent } from '../events/decode.ts';
+import type { NotificationEvent } from '../events/event.ts';
+import { envelopeBytes, HEADER, headerNumber } from '../kafka/headers.ts';
+import type { PushOutcome } from '../providers/types.ts';
+
+/** One message of a partition, decoded once and remembered until its offset is resolved. */
+export interface Item {
+  offset: string;
+  message: KafkaMessage;
+  decoded: DecodeResult;
+  /** 1 for an event read from the main topic; the retry topic counts up. */
+  attempt: number;
+  /** Epoch ms before which it must not be sent (retries only); 0 for "now". */
+  notBefore: number;
+  /** The key its outcome is recorded under: the event id, or the message's coordinates when it has none. */
+  dedupeKey: string;
+}
+
+/** An item whose event decoded, on its way to its provider. */
+export interface Sendable {
+  item: Item;
+  event: NotificationEvent;
+}
+
+/** A sendable item the provider has answered. */
+export interface Answered extends Sendable {
+  outcome: PushOutcome;
+}
+
+/** What {@link readItem} checks a message against. */
+export interface ItemLimits {
+  /** The retry topic: its messages carry attempt and not-before headers. */
+  retryTopic: string;
+  /** Largest accepted message value, in bytes. */
+  maxMessageBytes: number;
+  /** Largest accepted key plus headers, in bytes (checked before the value is looked at). */
+  maxHeaderBytes: number;
+}
+
+/** Decodes a message read from `topic`/`partition` (size guard first) into an item. */
+export function readItem(topic: string, partition: number, message: KafkaMessage, limits: ItemLimits): Item {
+  const envelope = envelopeBytes(message);
+  const decoded: DecodeResult =
+    envelope > limits.maxHeaderBytes
+      ? {
+          ok: false,
+          kind: 'too-large',
+          reason: `key and headers are ${envelope} bytes, limit ${limits.maxHeaderBytes}`,
+        }
+      : decodeEvent(message.value, limits.maxMessageBytes);
+  // Only the retry topic's own headers are trusted: a producer must not be able to stall a partition
+  // of the main topic with a far-future not-before.
+  const fromRetry = topic === limits.retryTopic;
+  const attempt = fromRetry ? Math.max(1, headerNumber(message.headers, HEADER.attempt, 1)) : 1;
+  const notBefore = fromRetry ? headerNumber(message.headers, HEADER.notBefore, 0) : 0;
+  const dedupeKey = decoded.ok ? decoded.event.id : `@${topic}:${partition}:${message.offset}`;
+  return { offset: message.offset, message, decoded, attempt, notBefore, dedupeKey };
+}

@@ -1,0 +1,95 @@
+import type { DecodeResult } from '../events/decode.ts';
+import type { Answered, Item } from './item.ts';
+import type { Origin, OutcomeRecord } from './outcome-writer.ts';
+import type { DoneMark } from './sender.ts';
+
+/**
+ * What an item's outcome comes to: the record for an outcome topic, the done-mark set once that record
+ * is written, and what the observer is told besides the outcome itself. Made by pure functions; the
+ * batch processor carries it out.
+ */
+export interface Settlement {
+  record?: OutcomeRecord;
+  mark?: DoneMark;
+  /** Dead-lettered, for this reason kind (`observer.deadLettered`). */
+  deadLettered?: string;
+  /** Written to the retry topic (`observer.retried`). */
+  retried?: boolean;
+}
+
+/** When a transiently failing event is tried again, and when it is given up. */
+export interface RetryPolicy {
+  /** Attempts before a transiently failing event is dead-lettered. */
+  maxAttempts: number;
+  /** First retry delay (doubles per attempt, with jitter) when the provider gave no Retry-After. */
+  retryBaseMs: number;
+}
+
+/** A message that did not decode (or was too large): dead-lettered under its failure kind. */
+export function settleUndecodable(
+  item: Item,
+  decoded: Extract<DecodeResult, { ok: false }>,
+  origin: Origin,
+): Settlement {
+  return deadLetter(item, origin, decoded.kind, decoded.reason);
+}
+
+/** A provider's answer for an item. Deliveries need nothing more: the sender marked them. */
+export function settleAnswered(
+  { item, event, outcome }: Answered,
+  origin: Origin,
+  policy: RetryPolicy,
+  now = Date.now(),
+  random = Math.random,
+): Settlement {
+  switch (outcome.kind) {
+    case 'delivered':
+      return {};
+    case 'invalid-token':
+      return {
+        record: { kind: 'invalid-token', event, message: item.message, origin, reason: outcome.reason },
+        mark: { id: event.id, outcome: 'invalid-token' },
+      };
+    case 'rejected':
+      return deadLetter(item, origin, 'rejected', outcome.reason);
+    case 'retry': {
+      if (item.attempt >= policy.maxAttempts) {
+        const reason = `gave up after ${item.attempt} attempts; last: ${outcome.reason}`;
+        return deadLetter(item, origin, 'max-attempts', reason);
+      }
+      const notBefore = now + retryDelayMs(item.attempt, outcome.retryAfterMs, policy.retryBaseMs, random);
+      return {
+        record: {
+          kind: 'retry',
+          message: item.message,
+          origin,
+          attempt: item.attempt + 1,
+          notBefore,
+          reason: outcome.reason,
+        },
+        retried: true,
+      };
+    }
+  }
+}
+
+/** The provider's Retry-After when it gave one, else `baseMs` doubled per attempt, ±25 % jitter. */
+export function retryDelayMs(
+  attempt: number,
+  retryAfterMs: number | undefined,
+  baseMs: number,
+  random = Math.random,
+): number {
+  if (retryAfterMs !== undefined) return retryAfterMs;
+  const base = baseMs * 2 ** (attempt - 1);
+  return Math.round(base * (0.75 + random() * 0.5));
+}
+
+function deadLetter(item: Item, origin: Origin, reasonKind: string, reason: string): Settlement {
+  return {
+    record: { kind: 'dead-letter', message: item.message, origin, reasonKind, reason },
+    // The dedupe key, not the event id: a message that did not decode has no id of its own.
+    mark: { id: item.dedupeKey, outcome: 'dead-lettered' },
+    deadLettered: reasonKind,
+  };
+}

@@ -1,0 +1,180 @@
+import type { Platform } from '../events/event.ts';
+import type { PushProvider, PushRequest } from '../providers/types.ts';
+import type { DoneStore, FinalOutcome } from './done-store.ts';
+import type { Answered, Item, Sendable } from './item.ts';
+import type { PipelineObserver } from './observer.ts';
+import type { PartitionState } from './partition-state.ts';
+import type { TokenPool } from './token-pool.ts';
+
+/** A done-mark: an event id and its final outcome. */
+export interface DoneMark {
+  id: string;
+  outcome: FinalOutcome;
+}
+
+/** What {@link Sender} works with. */
+export interface SenderDeps {
+  providers: Record<Platform, PushProvider>;
+  doneStore: Pick<DoneStore, 'check' | 'mark'>;
+  observer: PipelineObserver;
+  /** Send without the recheck when Redis is unreachable (the limiter's failure policy `open`). */
+  failOpen: boolean;
+}
+
+/** What the sends of one bucket group (or of the events sent unmetered) came to. */
+export interface SendResult {
+  /** What the providers answered (deliveries are marked done already). */
+  answered: Answered[];
+  /** Found done by the recheck before send (see Sender.recheck): finished, not sent. */
+  skipped: Item[];
+  /** How many got no token: the pool's unmet need. */
+  unmet: number;
+}
+
+/**
+ * Sends a partition's events to their providers: a bucket group's one window of tokens at a time, each
+ * window rechecked against the done-marks first while the partition is fresh from a rejoin, and the
+ * deliveries marked done as soon as their window is answered.
+ */
+export class Sender {
+  private readonly deps: SenderDeps;
+
+  constructor(deps: SenderDeps) {
+    this.deps = deps;
+  }
+
+  /** Sends events whose bucket group has no limit (the limiter is disabled). */
+  async sendUnmetered(state: PartitionState, entries: readonly Sendable[]): Promise<SendResult> {
+    const { keep, skipped } = await this.recheck(state, entries);
+    return { answered: await this.send(keep), skipped, unmet: 0 };
+  }
+
+  /**
+   * Sends a bucket group's entries one window at a time: take tokens for at most `pool.window` of them,
+   * send those, give the window back once they are answered, and go on while tokens last. Taking right
+   * before sending keeps what the fleet has been granted and the provider has not yet seen small (see
+   * TokenPoolOptions.window). What gets no token is the result's `unmet`; a 429 ends the loop (the
+   * outcome handling then blocks the fleet).
+   */
+  async sendMetered(state: PartitionState, pool: TokenPool, group: readonly Sendable[]): Promise<SendResult> {
+    const result: SendResult = { answered: [], skipped: [], unmet: 0 };
+    let next = 0;
+    while (next < group.length) {
+      const slice = group.slice(next, next + pool.window);
+      const granted = await this.deps.observer.acquire(pool, slice.length, () => pool.take(slice.length), {
+        topic: state.topic,
+        partition: state.partition,
+        items: slice.map((entry) => entry.item),
+      });
+      if (granted === 0) break;
+      next += granted;
+      let answered: Answered[];
+      try {
+        const { keep, skipped } = await this.recheck(state, slice.slice(0, granted));
+        result.skipped.push(...skipped);
+        answered = await this.send(keep);
+      } finally {
+        pool.release(granted);
+      }
+      result.answered.push(...answered);
+      if (answered.some(({ outcome }) => outcome.kind === 'retry' && outcome.throttled)) break;
+    }
+    result.unmet = group.length - next;
+    return result;
+  }
+
+  /**
+   * A member whose session expired (cut off from the broker longer than the session timeout) goes on
+   * with the step it is in until its next heartbeat tells it the partition has moved. What it delivers
+   * after the new owner's dedupe check (made when the batch was fetched) would be pushed twice. So, for
+   * a while after a rejoin (BatchProcessor.recheckAssignedFor), the marks are read again right before
+   * sending (one Redis call per window, only in that time); what is marked by now is skipped. Its
+   * tokens are not given back.
+   */
+  private async recheck(
+    state: PartitionState,
+    entries: readonly Sendable[],
+  ): Promise<{ keep: readonly Sendable[]; skipped: Item[] }> {
+    if (entries.length === 0 || !state.rechecksBeforeSend()) return { keep: entries, skipped: [] };
+    let done: Map<string, string>;
+    try {
+      done = await this.deps.doneStore.check(entries.map((entry) => entry.item.dedupeKey));
+    } catch (error) {
+      if (!this.deps.failOpen) throw error;
+      this.deps.observer.markFailed?.(error, entries.length);
+      return { keep: entries, skipped: [] };
+    }
+    const keep: Sendable[] = [];
+    const skipped: Item[] = [];
+    for (const entry of entries) {
+      if (done.has(entry.item.dedupeKey)) {
+        this.deps.observer.duplicateSkipped?.(entry.item);
+        skipped.push(entry.item);
+      } else {
+        keep.push(entry);
+      }
+    }
+    return { keep, skipped };
+  }
+
+  /** One provider call per platform for the entries, all at once; deliveries are marked done at once. */
+  private async send(entries: readonly Sendable[]): Promise<Answered[]> {
+    const byPlatform = new Map<Platform, Sendable[]>();
+    for (const entry of entries) {
+      const list = byPlatform.get(entry.event.platform) ?? [];
+      list.push(entry);
+      byPlatform.set(entry.event.platform, list);
+    }
+    const results = await Promise.all(
+      [...byPlatform].map(async ([platform, list]) => {
+        const requests: PushRequest[] = list.map(({ item, event }) => ({ event, attempt: item.attempt }));
+        const items = list.map((entry) => entry.item);
+        const provider = this.deps.providers[platform];
+        const outcomes = await this.deps.observer.send({ platform, requests, items }, () =>
+          provider.send(requests),
+        );
+        return list.map(
+          (entry, i): Answered => ({
+            ...entry,
+            outcome: outcomes[i] ?? {
+              kind: 'retry',
+              reason: 'provider returned no outcome',
+              throttled: false,
+            },
+          }),
+        );
+      }),
+    );
+    const answered = results.flat();
+    // Deliveries are marked as soon as their sends are answered, not when the step ends: a step spans
+    // many send windows, and a process killed meanwhile would leave the early ones unmarked (pushed
+    // again by the partition's next owner).
+    markDone(
+      this.deps,
+      answered
+        .filter(({ outcome }) => outcome.kind === 'delivered')
+        .map(({ event }) => ({ id: event.id, outcome: 'delivered' })),
+    );
+    return answered;
+  }
+}
+
+/**
+ * Hands done-marks to the store without waiting for them. Done-marks are the dedupe memory, not the
+ * outcome itself (the provider's acceptance, or a record on a topic): when Redis cannot take them the
+ * events are still finished, and the offset commit keeps them from being read again; the failure is
+ * reported, not thrown. So the step does not wait for them to land: this process knows the ids at once
+ * (DoneStore.isDoneLocally), Redis gets them in the same few milliseconds, and the offsets are resolved
+ * meanwhile. Committing an offset before its mark lands only narrows the crash window (a committed
+ * event is not read again); a re-read before the commit dedupes against the mark as it would have,
+ * since the mark is sent just as early. Shutdown waits for marks in flight (DoneStore.settled).
+ */
+export function markDone(
+  deps: { doneStore: Pick<DoneStore, 'mark'>; observer: Pick<PipelineObserver, 'markFailed'> },
+  marks: readonly DoneMark[],
+): void {
+  if (marks.length === 0) return;
+  deps.doneStore.mark(marks).catch((error: unknown) => {
+    deps.observer.markFailed?.(error, marks.length);
+  });
+}
