@@ -1,0 +1,391 @@
+import type { Batch, EachBatchPayload, KafkaMessage } from 'kafkajs';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { NotificationEventInput, Platform } from '../../src/events/event.ts';
+import { HEADER } from '../../src/kafka/headers.ts';
+import {
+  BatchProcessor,
+  type BatchProcessorOptions,
+  type DoneMarks,
+} from '../../src/pipeline/batch-processor.ts';
+import type { FinalOutcome } from '../../src/pipeline/done-store.ts';
+import type { PipelineObserver } from '../../src/pipeline/observer.ts';
+import type { OutcomeRecord } from '../../src/pipeline/outcome-writer.ts';
+import { type PoolBucket, TokenPool, type TokenSource } from '../../src/pipeline/token-pool.ts';
+import type { PushOutcome, PushProvider, PushRequest } from '../../src/providers/types.ts';
+
+/**
+ * The batch processor driven as kafkajs drives it: fake `eachBatch` payloads (a batch of messages,
+ * resolveOffset, commitOffsetsIfNecessary, heartbeat, isRunning, isStale), with its boundaries (the
+ * providers, the Redis token bucket under a real TokenPool, the done-marks, the outcome topics) in
+ * memory. test/integration/pipeline.test.ts and faults.test.ts run the same paths against Kafka and Redis.
+ */
+
+const TOPIC = 'notifications';
+const RETRY_TOPIC = 'notifications.retry';
+
+/** Done-marks in memory, behind the interface the processor uses. */
+class MemoryDoneStore implements DoneMarks {
+  readonly marks = new Map<string, string>();
+  async lookup(ids: readonly string[]): Promise<Map<string, string>> {
+    return this.read(ids);
+  }
+  async check(ids: readonly string[]): Promise<Map<string, string>> {
+    return this.read(ids);
+  }
+  isDoneLocally(id: string): boolean {
+    return this.marks.has(id);
+  }
+  async mark(entries: ReadonlyArray<{ id: string; outcome: FinalOutcome }>): Promise<void> {
+    for (const { id, outcome } of entries) this.marks.set(id, outcome);
+  }
+  async settled(): Promise<void> {}
+  private read(ids: readonly string[]): Map<string, string> {
+    const found = new Map<string, string>();
+    for (const id of ids) {
+      const outcome = this.marks.get(id);
+      if (outcome !== undefined) found.set(id, outcome);
+    }
+    return found;
+  }
+}
+
+/** The outcome topics in memory; `failingCalls` names the write calls (1-based) that fail. */
+class MemoryOutcomeWriter {
+  readonly records: OutcomeRecord[] = [];
+  private readonly failingCalls: readonly number[];
+  private calls = 0;
+  constructor(failingCalls: readonly number[] = []) {
+    this.failingCalls = failingCalls;
+  }
+  async write(records: readonly OutcomeRecord[]): Promise<void> {
+    this.calls++;
+    if (this.failingCalls.includes(this.calls)) throw new Error('outcome topic not writable');
+    this.records.push(...records);
+  }
+}
+
+/** A provider that answers each request with `answer` and remembers what it was sent. */
+function fakeProvider(
+  platform: Platform,
+  answer: (request: PushRequest) => PushOutcome = (request) => ({
+    kind: 'delivered',
+    messageId: `m-${request.event.id}`,
+    httpStatus: 200,
+  }),
+): PushProvider & { sent: string[] } {
+  const sent: string[] = [];
+  return {
+    platform,
+    sent,
+    async send(batch) {
+      sent.push(...batch.map((request) => request.event.id));
+      return batch.map(answer);
+    },
+    async close() {},
+  };
+}
+
+/** The Redis token bucket in memory: grants what it holds, and says "wait 30 ms" when short. */
+class MemoryTokenSource implements TokenSource {
+  readonly blocks: Array<{ buckets: string[]; retryAfterMs: number }> = [];
+  tokens: number;
+  constructor(tokens: number) {
+    this.tokens = tokens;
+  }
+  async acquire(_buckets: PoolBucket[], n: number) {
+    const granted = Math.min(n, this.tokens);
+    this.tokens -= granted;
+    return { granted, waitMs: granted < n ? 30 : 0 };
+  }
+  async blockUntil(buckets: PoolBucket[], retryAfterMs: number) {
+    this.blocks.push({ buckets: buckets.map((bucket) => bucket.name), retryAfterMs });
+  }
+  async refund(_buckets: PoolBucket[], n: number) {
+    this.tokens += n;
+  }
+}
+
+function event(id: string, platform: Platform = 'fcm'): NotificationEventInput {
+  return { id, platform, token: `token-${id}`, notification: { title: 't', body: 'b' } };
+}
+
+function message(offset: number, value: unknown, headers: Record<string, string> = {}): KafkaMessage {
+  return {
+    key: null,
+    value: Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)),
+    timestamp: String(Date.now()),
+    attributes: 0,
+    offset: String(offset),
+    headers: Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, Buffer.from(v)])),
+  };
+}
+
+/** A kafkajs `eachBatch` payload over `messages`, recording what the handler does with it. */
+function payloadOf(topic: string, messages: KafkaMessage[]) {
+  const calls = { resolved: [] as string[], commits: 0, heartbeats: 0 };
+  const last = messages.at(-1)?.offset ?? '-1';
+  const batch: Batch = {
+    topic,
+    partition: 0,
+    highWatermark: String(Number(last) + 1),
+    messages,
+    isEmpty: () => messages.length === 0,
+    firstOffset: () => messages[0]?.offset ?? null,
+    lastOffset: () => last,
+    offsetLag: () => '0',
+    offsetLagLow: () => '0',
+  };
+  const payload: EachBatchPayload = {
+    batch,
+    resolveOffset: (offset) => {
+      calls.resolved.push(offset);
+    },
+    heartbeat: async () => {
+      calls.heartbeats++;
+    },
+    pause: () => () => {},
+    commitOffsetsIfNecessary: async () => {
+      calls.commits++;
+    },
+    uncommittedOffsets: () => ({ topics: [] }),
+    isRunning: () => true,
+    isStale: () => false,
+  };
+  return { payload, calls };
+}
+
+interface RigOptions {
+  tokens?: number;
+  answer?: (request: PushRequest) => PushOutcome;
+  failingWrites?: number[];
+  options?: Partial<BatchProcessorOptions>;
+}
+
+const processors: BatchProcessor[] = [];
+const pools: TokenPool[] = [];
+afterEach(async () => {
+  for (const processor of processors.splice(0)) processor.reset({ unpause: false });
+  await Promise.all(pools.splice(0).map((pool) => pool.close()));
+});
+
+function rig({ tokens = 1000, answer, failingWrites = [], options = {} }: RigOptions = {}) {
+  const providers = { fcm: fakeProvider('fcm', answer), apns: fakeProvider('apns', answer) };
+  const doneStore = new MemoryDoneStore();
+  const outcomes = new MemoryOutcomeWriter(failingWrites);
+  const source = new MemoryTokenSource(tokens);
+  const pool = new TokenPool(source, [{ name: 'fcm', rate: 1000, capacity: 1000 }], { chunk: 1, window: 16 });
+  pools.push(pool);
+  const events: string[] = [];
+  const pauses: string[] = [];
+  const observer: PipelineObserver = {
+    acquire: (_pool, _requested, take) => take(),
+    send: (_context, send) => send(),
+    paused: () => events.push('paused'),
+    resumed: () => events.push('resumed'),
+    duplicateSkipped: (item) => events.push(`duplicate ${item.dedupeKey}`),
+    deadLettered: (kind, item) => events.push(`dead-lettered ${kind} ${item.dedupeKey}`),
+    retried: (_outcome, e) => events.push(`retried ${e.id}`),
+    stepFailed: (error) => events.push(`step failed: ${(error as Error).message}`),
+  };
+  const processor = new BatchProcessor(
+    {
+      providers,
+      doneStore,
+      outcomes,
+      poolFor: () => pool,
+      pause: (topic, partition) => pauses.push(`pause ${topic}:${partition}`),
+      resume: (topic, partition) => pauses.push(`resume ${topic}:${partition}`),
+      observer,
+    },
+    {
+      retryTopic: RETRY_TOPIC,
+      maxMessageBytes: 16 * 1024,
+      maxHeaderBytes: 16 * 1024,
+      maxAttempts: 3,
+      retryBaseMs: 1000,
+      maxPerStep: 2000,
+      failOpen: false,
+      ...options,
+    },
+  );
+  processors.push(processor);
+  return { processor, providers, doneStore, outcomes, source, pool, events, pauses };
+}
+
+async function until(condition: () => boolean, timeoutMs = 3000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('timed out waiting');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+describe('BatchProcessor', () => {
+  it('delivers every event of a batch, marks them done and resolves the whole batch', async () => {
+    const r = rig();
+    const { payload, calls } = payloadOf(
+      TOPIC,
+      [0, 1, 2, 3].map((i) => message(i, event(`e${i}`))),
+    );
+    await r.processor.eachBatch(payload);
+    await r.processor.marksSettled();
+
+    expect(r.providers.fcm.sent).toEqual(['e0', 'e1', 'e2', 'e3']);
+    expect(calls.resolved).toEqual(['3']);
+    expect(calls.commits).toBeGreaterThan(0);
+    expect(calls.heartbeats).toBeGreaterThan(0);
+    expect([...r.doneStore.marks]).toEqual(['e0', 'e1', 'e2', 'e3'].map((id) => [id, 'delivered']));
+    expect(r.outcomes.records).toEqual([]);
+    expect(r.pauses).toEqual([]);
+  });
+
+  it('dead-letters a message that is not an event, under its coordinates, and resolves past it', async () => {
+    const r = rig();
+    const { payload, calls } = payloadOf(TOPIC, [
+      message(0, event('e0')),
+      message(1, '{not json'),
+      message(2, event('e2', 'apns')),
+    ]);
+    await r.processor.eachBatch(payload);
+    await r.processor.marksSettled();
+
+    expect(r.outcomes.records).toMatchObject([
+      {
+        kind: 'dead-letter',
+        reasonKind: 'invalid-json',
+        origin: { topic: TOPIC, partition: 0, offset: '1' },
+      },
+    ]);
+    expect(r.doneStore.marks.get(`@${TOPIC}:0:1`)).toBe('dead-lettered');
+    expect(r.events).toContain(`dead-lettered invalid-json @${TOPIC}:0:1`);
+    expect([...r.providers.fcm.sent, ...r.providers.apns.sent]).toEqual(['e0', 'e2']);
+    expect(calls.resolved).toEqual(['2']);
+  });
+
+  it('skips an event whose outcome is already recorded (a redelivery) without sending it', async () => {
+    const r = rig();
+    r.doneStore.marks.set('e1', 'delivered');
+    const { payload, calls } = payloadOf(
+      TOPIC,
+      [0, 1, 2].map((i) => message(i, event(`e${i}`))),
+    );
+    await r.processor.eachBatch(payload);
+
+    expect(r.providers.fcm.sent).toEqual(['e0', 'e2']);
+    expect(r.events).toContain('duplicate e1');
+    expect(calls.resolved).toEqual(['2']);
+  });
+
+  it('pauses a partition its pool cannot serve, resumes it when the pool has refilled, and sends then', async () => {
+    const r = rig({ tokens: 0 });
+    const messages = [0, 1, 2].map((i) => message(i, event(`e${i}`)));
+    const first = payloadOf(TOPIC, messages);
+    await r.processor.eachBatch(first.payload);
+
+    expect(r.providers.fcm.sent).toEqual([]);
+    expect(first.calls.resolved).toEqual([]);
+    expect(r.pauses).toEqual([`pause ${TOPIC}:0`]);
+    expect(r.processor.pausedCount()).toBe(1);
+
+    r.source.tokens = 10;
+    await until(() => r.pauses.length === 2);
+    expect(r.pauses[1]).toBe(`resume ${TOPIC}:0`);
+    expect(r.events).toEqual(['paused', 'resumed']);
+
+    // kafkajs reads the partition again from its first unresolved offset.
+    const again = payloadOf(TOPIC, messages);
+    await r.processor.eachBatch(again.payload);
+    expect(r.providers.fcm.sent).toEqual(['e0', 'e1', 'e2']);
+    expect(again.calls.resolved).toEqual(['2']);
+    expect(r.processor.pausedCount()).toBe(0);
+  });
+
+  it('writes a transient failure to the retry topic with the next attempt and a not-before', async () => {
+    const r = rig({
+      answer: () => ({ kind: 'retry', reason: 'unavailable', httpStatus: 503, throttled: false }),
+    });
+    const before = Date.now();
+    const { payload, calls } = payloadOf(TOPIC, [message(0, event('e0'))]);
+    await r.processor.eachBatch(payload);
+    await r.processor.marksSettled();
+
+    expect(r.outcomes.records).toHaveLength(1);
+    const [record] = r.outcomes.records;
+    expect(record).toMatchObject({ kind: 'retry', attempt: 2, reason: 'unavailable' });
+    // The first retry waits retryBaseMs, ±25 % jitter.
+    const notBefore = record?.kind === 'retry' ? record.notBefore : 0;
+    expect(notBefore).toBeGreaterThanOrEqual(before + 750);
+    expect(notBefore).toBeLessThanOrEqual(Date.now() + 1250);
+    expect(r.doneStore.marks.has('e0')).toBe(false);
+    expect(r.events).toContain('retried e0');
+    expect(calls.resolved).toEqual(['0']);
+  });
+
+  it('blocks the whole fleet on a throttled answer, until its Retry-After', async () => {
+    const r = rig({
+      answer: () => ({
+        kind: 'retry',
+        reason: 'quota',
+        httpStatus: 429,
+        retryAfterMs: 2000,
+        throttled: true,
+      }),
+    });
+    const before = Date.now();
+    const { payload } = payloadOf(TOPIC, [message(0, event('e0'))]);
+    await r.processor.eachBatch(payload);
+
+    expect(r.source.blocks).toHaveLength(1);
+    expect(r.source.blocks[0]?.buckets).toEqual(['fcm']);
+    expect(r.source.blocks[0]?.retryAfterMs).toBeGreaterThan(1900);
+    expect(r.pool.blockedUntilMs).toBeGreaterThanOrEqual(before + 2000);
+    expect(r.outcomes.records).toMatchObject([{ kind: 'retry', attempt: 2 }]);
+    const [record] = r.outcomes.records;
+    expect(record?.kind === 'retry' && record.notBefore).toBeGreaterThanOrEqual(before + 2000);
+  });
+
+  it('after a failed step pauses for a back-off and resolves nothing past the first unfinished offset', async () => {
+    // One send per step, so that the batch takes several steps; the second write of outcomes fails.
+    const r = rig({ failingWrites: [2], options: { maxPerStep: 1 } });
+    const retryHeaders = (notBefore: number) => ({
+      [HEADER.attempt]: '2',
+      [HEADER.notBefore]: String(notBefore),
+    });
+    const { payload, calls } = payloadOf(RETRY_TOPIC, [
+      message(0, event('e0'), retryHeaders(Date.now() + 60_000)), // not due yet: the gap
+      message(1, event('e1'), retryHeaders(0)),
+      message(2, '{not json'),
+      message(3, event('e3'), retryHeaders(0)),
+    ]);
+    await r.processor.eachBatch(payload);
+
+    // Step 1 finished offsets 1 and 2, step 2 sent e3 and failed to record it.
+    expect(r.providers.fcm.sent).toEqual(['e1', 'e3']);
+    expect(r.events).toContain('step failed: outcome topic not writable');
+    expect(calls.resolved).toEqual([]);
+    expect(r.pauses).toEqual([`pause ${RETRY_TOPIC}:0`]);
+    // The first back-off is half a second.
+    await until(() => r.pauses.length === 2, 2000);
+    expect(r.pauses[1]).toBe(`resume ${RETRY_TOPIC}:0`);
+  });
+
+  it('dead-letters an event that failed its last attempt', async () => {
+    const r = rig({
+      answer: () => ({ kind: 'retry', reason: 'unavailable', httpStatus: 503, throttled: false }),
+    });
+    const { payload, calls } = payloadOf(RETRY_TOPIC, [message(0, event('e0'), { [HEADER.attempt]: '3' })]);
+    await r.processor.eachBatch(payload);
+    await r.processor.marksSettled();
+
+    expect(r.outcomes.records).toMatchObject([
+      {
+        kind: 'dead-letter',
+        reasonKind: 'max-attempts',
+        reason: 'gave up after 3 attempts; last: unavailable',
+      },
+    ]);
+    expect(r.doneStore.marks.get('e0')).toBe('dead-lettered');
+    expect(r.events).toContain('dead-lettered max-attempts e0');
+    expect(calls.resolved).toEqual(['0']);
+  });
+});
