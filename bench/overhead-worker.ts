@@ -6,6 +6,7 @@
  */
 import { Redis } from 'ioredis';
 import { loadConfig } from '../src/config.ts';
+import { consumerOptions } from '../src/consume/options.ts';
 import type { Platform } from '../src/events/event.ts';
 import { createKafka } from '../src/kafka/client.ts';
 import { TokenBucketLimiter } from '../src/limiter/index.ts';
@@ -85,7 +86,7 @@ if (mode === 'raw') {
     ]),
   ) as Record<Platform, PushProvider>;
   const limiter = new TokenBucketLimiter(redis, { keyPrefix: config.AQUEDUCT_REDIS_PREFIX });
-  const consumer = await NotificationConsumer.start(config, {
+  const consumer = await NotificationConsumer.start(consumerOptions(config), {
     kafka,
     redis,
     providers: counting,

@@ -17,6 +17,7 @@ import { combineObservers } from '../telemetry/observers.ts';
 import { PipelineTracing, type ProviderServer } from '../telemetry/pipeline-tracing.ts';
 import { SummaryObserver } from '../telemetry/summary.ts';
 import { isTracingEnabled, startTracing } from '../telemetry/tracing.ts';
+import { consumerOptions } from './options.ts';
 
 /** `aqueduct consume`: one member of the consumer group, until SIGTERM/SIGINT. */
 export function registerConsumeCommand(program: Command): void {
@@ -140,7 +141,7 @@ export async function startConsumerApp(
       logger,
       extra: kafkaSecurity(config),
     });
-    consumer = await NotificationConsumer.start(config, {
+    consumer = await NotificationConsumer.start(consumerOptions(config), {
       kafka,
       redis,
       providers,

@@ -1,18 +1,23 @@
 import type { Redis } from 'ioredis';
 import type { Consumer, Kafka, Producer } from 'kafkajs';
-import { type Config, type Topics, topicsOf } from '../config.ts';
+import type { Topics } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
 import { restartable } from '../kafka/errors.ts';
 import { ensureTopics } from '../kafka/topics.ts';
 import type { Logger } from '../log.ts';
 import type { PushProvider } from '../providers/types.ts';
 import { BatchProcessor } from './batch-processor.ts';
+import {
+  type NotificationConsumerOptions,
+  type ResolvedConsumerOptions,
+  withTuningDefaults,
+} from './consumer-options.ts';
 import { DoneStore } from './done-store.ts';
 import { noopObserver, type PipelineObserver } from './observer.ts';
 import { OutcomeWriter } from './outcome-writer.ts';
 import { type PoolBucket, TokenPool, type TokenSource } from './token-pool.ts';
 
-/** What {@link NotificationConsumer.start} needs besides the configuration. */
+/** What {@link NotificationConsumer.start} needs besides its options. */
 export interface ConsumerDeps {
   kafka: Kafka;
   redis: Redis;
@@ -23,13 +28,10 @@ export interface ConsumerDeps {
   observer?: PipelineObserver;
 }
 
-/** How long after a rejoin newly assigned partitions re-check their done-marks before each send. */
-const RECHECK_AFTER_REJOIN_MS = 10_000;
-
 /** A started consumer: one member of the group. */
 export class NotificationConsumer {
   readonly topics: Topics;
-  private readonly config: Config;
+  private readonly options: ResolvedConsumerOptions;
   private readonly deps: ConsumerDeps;
   private readonly consumer: Consumer;
   private readonly producer: Producer;
@@ -46,20 +48,18 @@ export class NotificationConsumer {
   private restartTimer: NodeJS.Timeout | undefined;
   private restarting: Promise<void> | undefined;
 
-  private constructor(config: Config, deps: ConsumerDeps, producer: Producer) {
-    this.config = config;
+  private constructor(options: NotificationConsumerOptions, deps: ConsumerDeps, producer: Producer) {
+    this.options = withTuningDefaults(options);
     this.deps = deps;
-    this.topics = topicsOf(config);
+    this.topics = options.topics;
     this.producer = producer;
     this.consumer = deps.kafka.consumer({
-      groupId: config.AQUEDUCT_GROUP_ID,
-      maxBytesPerPartition: config.AQUEDUCT_FETCH_MAX_BYTES_PER_PARTITION,
-      // A resumed partition should be fetched promptly, not after a long-poll of an idle one.
-      maxWaitTimeInMs: 100,
-      sessionTimeout: config.AQUEDUCT_SESSION_TIMEOUT_MS,
-      rebalanceTimeout: 60_000,
-      // A member learns of a rebalance at its next heartbeat; a short interval keeps the stop short.
-      heartbeatInterval: 1_000,
+      groupId: this.options.groupId,
+      maxBytesPerPartition: this.options.fetchMaxBytesPerPartition,
+      maxWaitTimeInMs: this.options.maxWaitTimeMs,
+      sessionTimeout: this.options.sessionTimeoutMs,
+      rebalanceTimeout: this.options.rebalanceTimeoutMs,
+      heartbeatInterval: this.options.heartbeatIntervalMs,
       // kafkajs would restart itself after a retriable crash, with a new group member that nothing here
       // can reach: stopped while it is still joining, it joins anyway and consumes on, and the process
       // never exits. This class restarts it instead (restartAfterCrash), so that a stop can wait for it.
@@ -71,8 +71,8 @@ export class NotificationConsumer {
       {
         providers: deps.providers,
         doneStore: new DoneStore(deps.redis, {
-          prefix: config.AQUEDUCT_REDIS_PREFIX,
-          ttlSeconds: config.AQUEDUCT_DEDUPE_TTL_SECONDS,
+          prefix: this.options.redisPrefix,
+          ttlSeconds: this.options.dedupeTtlSeconds,
         }),
         outcomes: new OutcomeWriter(producer, this.topics),
         poolFor: (event) => this.poolFor(event),
@@ -82,19 +82,22 @@ export class NotificationConsumer {
       },
       {
         retryTopic: this.topics.retry,
-        maxMessageBytes: config.AQUEDUCT_MAX_MESSAGE_BYTES,
-        maxHeaderBytes: config.AQUEDUCT_MAX_HEADER_BYTES,
-        maxAttempts: config.AQUEDUCT_MAX_ATTEMPTS,
-        retryBaseMs: config.AQUEDUCT_RETRY_BASE_MS,
-        maxPerStep: 2000,
-        failOpen: config.AQUEDUCT_LIMITER_FAILURE_POLICY === 'open',
+        maxMessageBytes: this.options.maxMessageBytes,
+        maxHeaderBytes: this.options.maxHeaderBytes,
+        maxAttempts: this.options.maxAttempts,
+        retryBaseMs: this.options.retryBaseMs,
+        maxPerStep: this.options.maxPerStep,
+        failOpen: this.options.failurePolicy === 'open',
       },
     );
   }
 
   /** Connects, creates the outcome topics, joins the group and starts consuming. */
-  static async start(config: Config, deps: ConsumerDeps): Promise<NotificationConsumer> {
-    const topics = topicsOf(config);
+  static async start(
+    options: NotificationConsumerOptions,
+    deps: ConsumerDeps,
+  ): Promise<NotificationConsumer> {
+    const { topics } = options;
     const admin = deps.kafka.admin();
     await admin.connect();
     try {
@@ -117,7 +120,7 @@ export class NotificationConsumer {
 
     const producer = deps.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
     await producer.connect();
-    const instance = new NotificationConsumer(config, deps, producer);
+    const instance = new NotificationConsumer(options, deps, producer);
     await instance.run();
     return instance;
   }
@@ -142,7 +145,7 @@ export class NotificationConsumer {
       // finishing a step: their done-marks are read again before each send for a while, longer than
       // that member may go on (until its next heartbeat, after its step: normally well under a second,
       // seconds when a provider is slow). A process's first join skips it (no extra Redis calls).
-      if (this.joins++ > 0) this.processor.recheckAssignedFor(RECHECK_AFTER_REJOIN_MS);
+      if (this.joins++ > 0) this.processor.recheckAssignedFor(this.options.recheckAfterRejoinMs);
       this.joined = true;
       logger.info(
         { assignment: payload.memberAssignment, leader: payload.isLeader },
@@ -192,35 +195,35 @@ export class NotificationConsumer {
     await this.consumer.subscribe({ topics: [this.topics.main, this.topics.retry], fromBeginning: true });
     await this.consumer.run({
       eachBatchAutoResolve: false,
-      autoCommitInterval: 1000,
-      partitionsConsumedConcurrently: 8,
+      autoCommitInterval: this.options.autoCommitIntervalMs,
+      partitionsConsumedConcurrently: this.options.partitionsConsumedConcurrently,
       eachBatch: (payload) => this.processor.eachBatch(payload),
     });
   }
 
   /** The pool of an event's bucket group: its provider's bucket, and its tenant's when it has one. */
   private poolFor(event: NotificationEvent): TokenPool | undefined {
-    if (!this.config.AQUEDUCT_LIMITER_ENABLED) return undefined;
-    const tenantCapped = event.tenant !== undefined && this.config.AQUEDUCT_TENANT_RATE !== undefined;
+    if (!this.options.limits.enabled) return undefined;
+    const tenantCapped = event.tenant !== undefined && this.options.limits.tenantRate !== undefined;
     const key = tenantCapped ? `${event.platform}:tenant:${event.tenant}` : event.platform;
     let pool = this.pools.get(key);
     if (!pool) {
       const provider = this.providerBucket(event.platform);
       const buckets: PoolBucket[] = [provider];
       if (tenantCapped) {
-        const rate = this.config.AQUEDUCT_TENANT_RATE ?? provider.rate;
-        buckets.push({ name: key, rate, capacity: this.config.AQUEDUCT_TENANT_BURST ?? Math.ceil(rate) });
+        const rate = this.options.limits.tenantRate ?? provider.rate;
+        buckets.push({ name: key, rate, capacity: this.options.limits.tenantBurst ?? Math.ceil(rate) });
       }
       // A quarter second of the provider's rate, but never under 200 tokens (the pool clamps it to the
       // bucket's capacity). Throttled processes tend to wake together and split one refill, so each call
       // gets about chunk ÷ processes: a large chunk keeps Redis near a call per hundred pushes.
-      const chunk = this.config.AQUEDUCT_ACQUIRE_CHUNK ?? Math.max(200, Math.ceil(provider.rate / 4));
+      const chunk = this.options.limits.acquireChunk ?? Math.max(200, Math.ceil(provider.rate / 4));
       pool = new TokenPool(this.deps.tokenSource, buckets, {
         chunk,
         // Tokens are taken for no more pushes than can be in flight at once, or a tenth of a second of
         // the rate when that is more (TokenPoolOptions.window): a provider with no effective limit then
         // costs one acquire per many windows of sends, not one per window.
-        window: Math.max(this.config.AQUEDUCT_SEND_CONCURRENCY, Math.ceil(provider.rate / 10)),
+        window: Math.max(this.options.limits.sendConcurrency, Math.ceil(provider.rate / 10)),
         onError: (error) => {
           this.observer.limiterError?.(error);
           this.deps.logger.warn({ err: errorSummary(error) }, 'token acquire failed');
@@ -233,15 +236,14 @@ export class NotificationConsumer {
   }
 
   private providerBucket(platform: Platform): PoolBucket {
-    return platform === 'fcm'
-      ? { name: 'fcm', rate: this.config.AQUEDUCT_FCM_RATE, capacity: this.config.AQUEDUCT_FCM_BURST }
-      : { name: 'apns', rate: this.config.AQUEDUCT_APNS_RATE, capacity: this.config.AQUEDUCT_APNS_BURST };
+    const { rate, burst } = this.options.limits[platform];
+    return { name: platform, rate, capacity: burst };
   }
 
   /**
    * Graceful stop: no new fetches, the batch in progress finishes its sends and records, offsets are
-   * committed, held tokens are refunded, connections close. Bounded by `timeoutMs` (default
-   * AQUEDUCT_SHUTDOWN_TIMEOUT_MS); past it the process may exit and the uncommitted tail is redelivered
+   * committed, held tokens are refunded, connections close. Bounded by `timeoutMs` (default: the
+   * `shutdownTimeoutMs` option); past it the process may exit and the uncommitted tail is redelivered
    * (and deduped) elsewhere.
    *
    * kafkajs' stop waits for whatever its group member is doing, and after a broker restart that can be
@@ -250,7 +252,7 @@ export class NotificationConsumer {
    * has not finished by then the rest (done-marks, refunds, the producer) still runs; `timedOut` then
    * tells the caller that kafkajs is still busy and only the process's exit ends it.
    */
-  stop(timeoutMs = this.config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS): Promise<StopResult> {
+  stop(timeoutMs = this.options.shutdownTimeoutMs): Promise<StopResult> {
     this.stopping ??= (async () => {
       const { logger } = this.deps;
       const started = Date.now();

@@ -1,0 +1,33 @@
+import { type Config, topicsOf } from '../config.ts';
+import type { NotificationConsumerOptions } from '../pipeline/consumer-options.ts';
+
+/**
+ * The consumer's options from the settings (environment variables or `--config`): the one place below
+ * which no setting name is read. The tuning options the settings do not name keep their defaults
+ * (CONSUMER_TUNING_DEFAULTS).
+ */
+export function consumerOptions(config: Config): NotificationConsumerOptions {
+  return {
+    topics: topicsOf(config),
+    groupId: config.AQUEDUCT_GROUP_ID,
+    redisPrefix: config.AQUEDUCT_REDIS_PREFIX,
+    dedupeTtlSeconds: config.AQUEDUCT_DEDUPE_TTL_SECONDS,
+    maxMessageBytes: config.AQUEDUCT_MAX_MESSAGE_BYTES,
+    maxHeaderBytes: config.AQUEDUCT_MAX_HEADER_BYTES,
+    maxAttempts: config.AQUEDUCT_MAX_ATTEMPTS,
+    retryBaseMs: config.AQUEDUCT_RETRY_BASE_MS,
+    failurePolicy: config.AQUEDUCT_LIMITER_FAILURE_POLICY,
+    fetchMaxBytesPerPartition: config.AQUEDUCT_FETCH_MAX_BYTES_PER_PARTITION,
+    sessionTimeoutMs: config.AQUEDUCT_SESSION_TIMEOUT_MS,
+    shutdownTimeoutMs: config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS,
+    limits: {
+      enabled: config.AQUEDUCT_LIMITER_ENABLED,
+      fcm: { rate: config.AQUEDUCT_FCM_RATE, burst: config.AQUEDUCT_FCM_BURST },
+      apns: { rate: config.AQUEDUCT_APNS_RATE, burst: config.AQUEDUCT_APNS_BURST },
+      tenantRate: config.AQUEDUCT_TENANT_RATE,
+      tenantBurst: config.AQUEDUCT_TENANT_BURST,
+      acquireChunk: config.AQUEDUCT_ACQUIRE_CHUNK,
+      sendConcurrency: config.AQUEDUCT_SEND_CONCURRENCY,
+    },
+  };
+}
