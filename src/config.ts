@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { describeIssues } from './events/decode.ts';
 import { redactUrl } from './redact.ts';
+import { ConfigError, readSettings, settingsReference } from './settings.ts';
 
 /**
  * The consumer's configuration: environment variables, optionally a JSON file with the same keys
@@ -239,16 +239,7 @@ export const configSchema = z.object({
 export type Config = z.output<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;
 
-/** A configuration that did not validate; the message names every bad field. */
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-  readonly retriable = false;
-}
-
 const SECRET = /PASSWORD|SECRET|CREDENTIALS|KEY_FILE|TOKEN/;
-
-/** Suffix of a setting given as a file (Docker and Kubernetes secrets): `REDIS_PASSWORD_FILE=/run/secrets/redis`. */
-export const FILE_SUFFIX = '_FILE';
 
 /**
  * Reads configuration from `env` (and a JSON file, whose keys the environment overrides). Any setting
@@ -262,58 +253,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, file?: string):
   if (!parsed.success) throw new ConfigError(`invalid configuration: ${describeIssues(parsed.error.issues)}`);
   checkConnectionSettings(parsed.data);
   return parsed.data;
-}
-
-/**
- * The raw values of the settings named in `keys`, from the environment or the JSON `file` (the
- * environment wins), each given directly or through `<NAME>_FILE`. Keys of the file that name neither a
- * setting of `keys` nor one of `alsoAccepted` are an error (a typo must not be silently ignored).
- */
-export function readSettings(
-  keys: readonly string[],
-  env: NodeJS.ProcessEnv,
-  file?: string,
-  alsoAccepted: readonly string[] = [],
-): Record<string, unknown> {
-  let fromFile: Record<string, unknown> = {};
-  if (file) {
-    try {
-      fromFile = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
-    } catch (error) {
-      throw new ConfigError(`cannot read config file ${file}: ${(error as Error).message}`);
-    }
-  }
-  const accepted = new Set([...keys, ...alsoAccepted]);
-  const isKnown = (key: string) =>
-    accepted.has(key) || (key.endsWith(FILE_SUFFIX) && accepted.has(key.slice(0, -FILE_SUFFIX.length)));
-  const unknownInFile = Object.keys(fromFile).filter((key) => !isKnown(key));
-  if (unknownInFile.length > 0) throw new ConfigError(`unknown keys in ${file}: ${unknownInFile.join(', ')}`);
-  const merged: Record<string, unknown> = {};
-  for (const key of keys) {
-    const direct = present(env[key]) ?? present(fromFile[key]);
-    const path = present(env[`${key}${FILE_SUFFIX}`]) ?? present(fromFile[`${key}${FILE_SUFFIX}`]);
-    if (direct !== undefined && path !== undefined) {
-      throw new ConfigError(`${key} and ${key}${FILE_SUFFIX} are both set: give the setting one way only`);
-    }
-    if (path !== undefined) merged[key] = readSettingFile(key, path);
-    else if (direct !== undefined) merged[key] = direct;
-  }
-  return merged;
-}
-
-function present(value: unknown): unknown {
-  return value === undefined || value === null || value === '' ? undefined : value;
-}
-
-/** A setting's value from its `_FILE`; the error names the file, never what it holds. */
-function readSettingFile(key: string, path: unknown): string {
-  if (typeof path !== 'string') throw new ConfigError(`${key}${FILE_SUFFIX} must be a file path`);
-  try {
-    return readFileSync(path, 'utf8').replace(/\r?\n$/, '');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
-    throw new ConfigError(`cannot read ${key}${FILE_SUFFIX}=${path} (${code})`);
-  }
 }
 
 /** Settings that only make sense together; checked after parsing so that each message names the pair. */
@@ -343,21 +282,6 @@ function checkConnectionSettings(config: Config): void {
 /** One line per setting: name, default and description (for `--help` and the README). */
 export function configReference(): Array<{ name: string; defaultValue: string; description: string }> {
   return settingsReference(configSchema.shape);
-}
-
-/** The reference lines of any settings schema's fields (their defaults and `describe()` texts). */
-export function settingsReference(
-  shape: Record<string, unknown>,
-): Array<{ name: string; defaultValue: string; description: string }> {
-  return Object.entries(shape).map(([name, field]) => {
-    const parsed = (field as z.ZodType).safeParse(undefined);
-    const value = parsed.success ? parsed.data : undefined;
-    return {
-      name,
-      defaultValue: value === undefined ? '' : Array.isArray(value) ? value.join(',') : String(value),
-      description: (field as z.ZodType).description ?? '',
-    };
-  });
 }
 
 /** The configuration with secrets masked, for logs and `--help`. */

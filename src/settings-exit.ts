@@ -1,4 +1,4 @@
-import { ConfigError } from './config.ts';
+import { ConfigError } from './settings.ts';
 
 /**
  * Runs `step` for the verb `aqueduct <verb>`; settings it refuses (a ConfigError) end the process with

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
-import { ConfigError } from './config.ts';
+import { ConfigError } from './settings.ts';
 
 /** Options of {@link tlsOptions}. */
 export interface TlsFiles {

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
-import { type Config, ConfigError, configReference, loadConfig, redactConfig } from '../config.ts';
+import { type Config, configReference, loadConfig, redactConfig } from '../config.ts';
 import type { Platform } from '../events/event.ts';
 import { createKafka } from '../kafka/client.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
@@ -11,6 +11,7 @@ import { errorSummary, failureLogger, NotificationConsumer, type StopResult } fr
 import { RestartSafeTokenSource } from '../pipeline/restart-guard.ts';
 import { createProviders } from '../providers/index.ts';
 import { createRedis } from '../redis/client.ts';
+import { ConfigError } from '../settings.ts';
 import { type HealthServer, startHealthServer } from '../telemetry/http-server.ts';
 import { createMetrics, type Metrics, PipelineMetrics } from '../telemetry/metrics.ts';
 import { combineObservers } from '../telemetry/observers.ts';

@@ -1,14 +1,8 @@
 import { z } from 'zod';
-import {
-  type Config,
-  ConfigError,
-  configSchema,
-  readSettings,
-  redactConfig,
-  settingsReference,
-} from '../config.ts';
+import { type Config, configSchema, redactConfig } from '../config.ts';
 import { describeIssues } from '../events/decode.ts';
 import { EVENT_LIMITS } from '../events/event.ts';
+import { ConfigError, readSettings, settingsReference } from '../settings.ts';
 
 /**
  * The gateway's configuration (`aqueduct serve`): the shared settings it needs from the consumer's

@@ -1,5 +1,6 @@
 import type { KafkaConfig, SASLOptions } from 'kafkajs';
-import { type Config, ConfigError } from '../config.ts';
+import type { Config } from '../config.ts';
+import { ConfigError } from '../settings.ts';
 import { tlsWhenWanted } from '../tls.ts';
 
 /** The settings {@link kafkaSecurity} reads. */

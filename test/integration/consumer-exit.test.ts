@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { type ConsumerProcess, fleetEnv, spawnConsumer } from '../../testkit/fleet.ts';
-import { type Simulators, startSimulators } from '../../testkit/simulators.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import { ensureTopicFamily } from '../../src/kafka/topics.ts';
 import { generateEvents } from '../../src/publish/generate.ts';
 import { publishEvents } from '../../src/publish/publisher.ts';
 import { LocalKafka } from '../../src/services/index.ts';
+import { type ConsumerProcess, fleetEnv, spawnConsumer } from '../../testkit/fleet.ts';
+import { type Simulators, startSimulators } from '../../testkit/simulators.ts';
 
 /**
  * After SIGTERM, `aqueduct consume` exits by itself within AQUEDUCT_SHUTDOWN_TIMEOUT_MS, also right after

@@ -1,0 +1,84 @@
+import { readFileSync } from 'node:fs';
+import type { z } from 'zod';
+
+/**
+ * What every settings schema (the consumer's in config.ts, the gateway's in gateway/config.ts) is read
+ * with: the environment, a JSON file with the same keys, `<NAME>_FILE` for secrets, and the reference
+ * lines `--help` prints.
+ */
+
+/** A configuration that did not validate; the message names every bad field. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  readonly retriable = false;
+}
+
+/** Suffix of a setting given as a file (Docker and Kubernetes secrets): `REDIS_PASSWORD_FILE=/run/secrets/redis`. */
+export const FILE_SUFFIX = '_FILE';
+
+/**
+ * The raw values of the settings named in `keys`, from the environment or the JSON `file` (the
+ * environment wins), each given directly or through `<NAME>_FILE`. Keys of the file that name neither a
+ * setting of `keys` nor one of `alsoAccepted` are an error (a typo must not be silently ignored).
+ */
+export function readSettings(
+  keys: readonly string[],
+  env: NodeJS.ProcessEnv,
+  file?: string,
+  alsoAccepted: readonly string[] = [],
+): Record<string, unknown> {
+  let fromFile: Record<string, unknown> = {};
+  if (file) {
+    try {
+      fromFile = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    } catch (error) {
+      throw new ConfigError(`cannot read config file ${file}: ${(error as Error).message}`);
+    }
+  }
+  const accepted = new Set([...keys, ...alsoAccepted]);
+  const isKnown = (key: string) =>
+    accepted.has(key) || (key.endsWith(FILE_SUFFIX) && accepted.has(key.slice(0, -FILE_SUFFIX.length)));
+  const unknownInFile = Object.keys(fromFile).filter((key) => !isKnown(key));
+  if (unknownInFile.length > 0) throw new ConfigError(`unknown keys in ${file}: ${unknownInFile.join(', ')}`);
+  const merged: Record<string, unknown> = {};
+  for (const key of keys) {
+    const direct = present(env[key]) ?? present(fromFile[key]);
+    const path = present(env[`${key}${FILE_SUFFIX}`]) ?? present(fromFile[`${key}${FILE_SUFFIX}`]);
+    if (direct !== undefined && path !== undefined) {
+      throw new ConfigError(`${key} and ${key}${FILE_SUFFIX} are both set: give the setting one way only`);
+    }
+    if (path !== undefined) merged[key] = readSettingFile(key, path);
+    else if (direct !== undefined) merged[key] = direct;
+  }
+  return merged;
+}
+
+function present(value: unknown): unknown {
+  return value === undefined || value === null || value === '' ? undefined : value;
+}
+
+/** A setting's value from its `_FILE`; the error names the file, never what it holds. */
+function readSettingFile(key: string, path: unknown): string {
+  if (typeof path !== 'string') throw new ConfigError(`${key}${FILE_SUFFIX} must be a file path`);
+  try {
+    return readFileSync(path, 'utf8').replace(/\r?\n$/, '');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new ConfigError(`cannot read ${key}${FILE_SUFFIX}=${path} (${code})`);
+  }
+}
+
+/** The reference lines of any settings schema's fields (their defaults and `describe()` texts). */
+export function settingsReference(
+  shape: Record<string, unknown>,
+): Array<{ name: string; defaultValue: string; description: string }> {
+  return Object.entries(shape).map(([name, field]) => {
+    const parsed = (field as z.ZodType).safeParse(undefined);
+    const value = parsed.success ? parsed.data : undefined;
+    return {
+      name,
+      defaultValue: value === undefined ? '' : Array.isArray(value) ? value.join(',') : String(value),
+      description: (field as z.ZodType).description ?? '',
+    };
+  });
+}
