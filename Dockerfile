@@ -4,7 +4,7 @@
 # simulators (`simulate fcm|apns`) and the publisher (`publish`) are the same program with another verb.
 #
 # There is no build stage in the TypeScript sense: Node 24 strips the types of `src/**/*.ts` at run time
-# (see the README, "Why Node 24"), so the image holds the sources as they are in the repository. The
+# (see docs/development.md, "Node 24"), so the image holds the sources as they are in the repository. The
 # `node` devDependency, which gives a Node 24 binary to machines whose system Node is older, is not
 # needed here: the base image is Node 24, and `--omit=dev` leaves it out with every other dev tool.
 

@@ -25,8 +25,9 @@ export const PROVIDER = { rate: 800, burst: 2000 };
 export const SEND_CONCURRENCY = 128;
 export const ACQUIRE_CHUNK = 400;
 /**
- * As a user configures Aqueduct for that provider (README, "Choosing the limits"): 5% under its rate, and
- * its burst less what three consumers can hold unanswered (2000 − 3 × 128 = 1616, rounded down).
+ * As a user configures Aqueduct for that provider (docs/configuration.md, "Choosing the limits"): 5%
+ * under its rate, and its burst less what three consumers can hold unanswered (2000 − 3 × 128 = 1616,
+ * rounded down).
  */
 export const AQUEDUCT = { rate: 760, burst: 1600 };
 
@@ -167,7 +168,7 @@ function target(text: string, value: number, met: boolean): { target: string; va
   return { target: text, value, met };
 }
 
-/** The table printed after a run (and pasted into the README by bench/readme.ts). */
+/** The table printed after a run (and rendered into docs/benchmarks.md by bench/readme.ts). */
 export function burstTable(result: BurstBenchResult): string {
   const fields = [
     'published',
@@ -207,7 +208,7 @@ export async function main(): Promise<void> {
   }
 }
 
-/** The README block: setup, machine, the side-by-side table, the targets and the picture. */
+/** The docs/benchmarks.md block: setup, machine, the side-by-side table, the targets and the picture. */
 export function burstMarkdown(result: BurstBenchResult): string {
   const m = result.machine;
   const s = result.setup as { events: number; consumers: number; partitions: number };
@@ -223,6 +224,6 @@ export function burstMarkdown(result: BurstBenchResult): string {
     '| --- | --- | ---: | --- |',
     ...targets,
     '',
-    '![Delivered per second against the allowed rate, with 429s, for both variants](bench/results/burst.svg)',
+    '![Delivered per second against the allowed rate, with 429s, for both variants](../bench/results/burst.svg)',
   ].join('\n');
 }

@@ -27,7 +27,7 @@ export const PROVIDER = { rate: 250, burst: 500 };
  * Aqueduct as configured for that provider: its rate, and its burst one second of rate under the
  * provider's. The margin is for arrival jitter: tokens granted over an interval must not reach the
  * provider in a shorter one. With the consumers, the broker, the simulators and span export sharing
- * two cores, grants took up to about a second longer to arrive than others (see the README).
+ * two cores, grants took up to about a second longer to arrive than others (see docs/benchmarks.md).
  */
 export const AQUEDUCT = { rate: 250, burst: 250 };
 
@@ -106,7 +106,7 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
       injectAfterDelivered: Math.round(AQUEDUCT.burst * 2 + options.events * 0.15),
       // A consumer killed without leaving holds its partitions this long (default 30 s); a small send
       // window and acquire chunk keep what a process has in flight (and so what a kill can duplicate)
-      // small. See the README, "Delivery guarantees".
+      // small. See docs/delivery-guarantees.md.
       env: {
         AQUEDUCT_SESSION_TIMEOUT_MS: '10000',
         AQUEDUCT_ACQUIRE_CHUNK: '16',
@@ -231,7 +231,7 @@ const FIGURES = [
   'seconds',
 ] as const;
 
-/** The table printed after a run (and rendered into the README by bench/readme.ts). */
+/** The table printed after a run (and rendered into docs/benchmarks.md by bench/readme.ts). */
 export function faultsTable(result: FaultsBenchResult): string {
   const names = SCENARIOS.filter((name) => result.results[name]);
   const rows = FIGURES.map((figure) => {

@@ -16,7 +16,7 @@ import { machine } from './machine.ts';
  * `npm run bench -- gateway`: the ingest gateway (`aqueduct serve`, its own process) driven by autocannon
  * with batches of 100 events against a real Kafka broker, next to a plain kafkajs producer writing the
  * same batches in the same run; then a tenant far above its admission limit, to count its 429s against
- * its bucket's envelope. See the README, "Gateway".
+ * its bucket's envelope. See docs/benchmarks.md and docs/gateway.md.
  */
 
 const CLI = fileURLToPath(new URL('../bin/aqueduct.js', import.meta.url));
@@ -325,7 +325,7 @@ function round1(value: number): number {
   return Math.round(value * 10) / 10;
 }
 
-/** The README block of a result (rendered by `node bench/readme.ts`). */
+/** The docs/benchmarks.md block of a result (rendered by `node bench/readme.ts`). */
 export function gatewayTable(result: GatewayBenchResult): string {
   const m = result.machine;
   const o = result.overLimit;

@@ -12,7 +12,7 @@ import { LocalRedis } from '../src/services/index.ts';
 /**
  * `npm run bench -- limiter`: Aqueduct's limiter side by side with the naive Lua token bucket and
  * rate-limiter-flexible, against one private redis-server (so that INFO commandstats counts this run
- * only), with the same ioredis client settings for everyone. See the README, "Benchmarks".
+ * only), with the same ioredis client settings for everyone. See docs/benchmarks.md.
  */
 
 export const VARIANTS = ['naive', 'rateLimiterFlexible', 'aqueduct'] as const;
@@ -531,7 +531,7 @@ export async function runLimiterBench(options: LimiterBenchOptions): Promise<Lim
 const fmt = (value: number) =>
   value >= 1000 ? Math.round(value).toLocaleString('en-US') : String(Number(value.toPrecision(3)));
 
-/** The README table (markdown), regenerated from the JSON by bench/readme.ts. */
+/** The docs/benchmarks.md block (markdown), regenerated from the JSON by bench/readme.ts. */
 export function renderLimiterMarkdown(result: LimiterBenchResult): string {
   const { settings } = result;
   const rows = VARIANTS.map((name) => {
@@ -600,5 +600,5 @@ export const RESULTS_FILE = fileURLToPath(new URL('./results/limiter.json', impo
 export async function main(): Promise<void> {
   const result = await runLimiterBench(fullOptions(RESULTS_FILE));
   console.log(renderLimiterTable(result));
-  console.log(`\nwrote ${RESULTS_FILE}; run \`node bench/readme.ts\` to update the README table`);
+  console.log(`\nwrote ${RESULTS_FILE}; run \`node bench/readme.ts\` to update docs/benchmarks.md`);
 }

@@ -145,7 +145,7 @@ function cpu(run: { seconds: number; cpuSeconds?: number }): string {
   return run.cpuSeconds === undefined ? '–' : `${run.cpuSeconds} / ${run.seconds}`;
 }
 
-/** The README block for the overhead scenario. */
+/** The docs/benchmarks.md block for the overhead scenario. */
 export function overheadMarkdown(result: Awaited<ReturnType<typeof runOverheadBench>>): string {
   const m = result.machine;
   return [

@@ -7,9 +7,10 @@ import { type LimiterBenchResult, renderLimiterMarkdown } from './limiter.ts';
 import { overheadMarkdown } from './overhead.ts';
 
 /**
- * `node bench/readme.ts`: regenerates the README's benchmark tables from bench/results/*.json, so the
- * numbers shown are always the ones measured (never typed by hand). Each scenario owns the block between
- * `<!-- bench:<name> -->` and `<!-- /bench:<name> -->`. Add a scenario with one line below.
+ * `node bench/readme.ts`: regenerates the benchmark tables of docs/benchmarks.md from
+ * bench/results/*.json, so the numbers shown are always the ones measured (never typed by hand). Each
+ * scenario owns the block between `<!-- bench:<name> -->` and `<!-- /bench:<name> -->`. Add a scenario
+ * with one line below.
  */
 const renderers: Record<string, (result: never) => string> = {
   limiter: (result: LimiterBenchResult) => renderLimiterMarkdown(result),
@@ -21,9 +22,12 @@ const renderers: Record<string, (result: never) => string> = {
 
 const root = new URL('..', import.meta.url);
 
-/** The README with every scenario's block re-rendered from its results file (blocks absent are left out). */
-export async function renderReadme(readme: string): Promise<string> {
-  let text = readme;
+/** The page where the figures are shown. */
+export const BENCHMARKS_PAGE = new URL('docs/benchmarks.md', root);
+
+/** A page with every scenario's block re-rendered from its results file (blocks absent are left out). */
+export async function renderBenchmarkBlocks(page: string): Promise<string> {
+  let text = page;
   for (const [name, render] of Object.entries(renderers)) {
     const start = `<!-- bench:${name} -->`;
     const end = `<!-- /bench:${name} -->`;
@@ -37,11 +41,10 @@ export async function renderReadme(readme: string): Promise<string> {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const path = new URL('README.md', root);
-  const before = await readFile(path, 'utf8');
-  const after = await renderReadme(before);
-  if (after !== before) await writeFile(path, after);
+  const before = await readFile(BENCHMARKS_PAGE, 'utf8');
+  const after = await renderBenchmarkBlocks(before);
+  if (after !== before) await writeFile(BENCHMARKS_PAGE, after);
   console.log(
-    after === before ? 'README benchmark tables already up to date' : 'README benchmark tables updated',
+    after === before ? 'docs/benchmarks.md tables already up to date' : 'docs/benchmarks.md tables updated',
   );
 }

@@ -2,7 +2,7 @@
  * `npm run bench -- <scenario> [<scenario> …]`, or `npm run bench -- all`.
  *
  * Each scenario writes bench/results/<scenario>.json and prints a table; `node bench/readme.ts` then
- * regenerates the README's benchmark tables from those files. Add a scenario with one line below.
+ * regenerates the tables of docs/benchmarks.md from those files. Add a scenario with one line below.
  */
 const scenarios: Record<string, () => Promise<void>> = {
   limiter: async () => (await import('./limiter.ts')).main(),

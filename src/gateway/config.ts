@@ -212,7 +212,7 @@ export function tenantLimitOverrides(config: GatewayConfig): Map<string, TenantL
   );
 }
 
-/** One line per setting: name, default and description (for `--help` and the README). */
+/** One line per setting: name, default and description (for `--help` and docs/gateway.md). */
 export function gatewayConfigReference(): Array<{ name: string; defaultValue: string; description: string }> {
   return settingsReference(gatewayConfigSchema.shape);
 }
@@ -228,8 +228,9 @@ export function redactGatewayConfig(config: GatewayConfig): Record<string, unkno
 }
 
 /**
- * The settings table of the README's "Gateway" section: the gateway's own settings (the ones it shares
- * with the consumer are in the consumer's reference). A test keeps the README in step with it.
+ * The settings table of docs/gateway.md: the gateway's own settings (the ones it shares with the
+ * consumer are in the consumer's reference, docs/configuration.md). `node scripts/readme-config.ts`
+ * writes it there, and a test keeps the page in step with it.
  */
 export function gatewayConfigMarkdown(): string {
   const shared = configSchema.shape as Record<string, unknown>;

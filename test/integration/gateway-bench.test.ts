@@ -7,7 +7,7 @@ import { gatewayTable, runGatewayBench } from '../../bench/gateway.ts';
 
 // A tiny run of `npm run bench -- gateway`, so that it cannot rot: it completes, every request is
 // answered 202 or 429, the tenant above its limit gets no more than its bucket allows, and the JSON has
-// the figures the README shows. The figures of a run this small measure nothing.
+// the figures docs/benchmarks.md shows. The figures of a run this small measure nothing.
 describe('gateway benchmark smoke run', () => {
   it('drives the gateway and a plain producer, counts the 429s of a tenant above its limit, writes gateway.json', async () => {
     const outDir = await mkdtemp(join(tmpdir(), 'aqueduct-smoke-gateway-'));

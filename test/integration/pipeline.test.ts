@@ -28,8 +28,9 @@ function expectExactlyOneOutcome(published: string[], ledger: Awaited<ReturnType
 
 describe('the consumer pipeline (real Kafka, Redis, simulators, consumer processes)', () => {
   it('drains 2400 events through two consumers at the bucket rate: one outcome each, paused and resumed, no 429, ≤ 0.03 Redis calls per push', async () => {
-    // Configured as README "Choosing the limits" says: Aqueduct's burst leaves consumers × send
-    // concurrency (2 × 125) of the provider's unused, the most the fleet can hold granted but unsent.
+    // Configured as docs/configuration.md, "Choosing the limits", says: Aqueduct's burst leaves
+    // consumers × send concurrency (2 × 125) of the provider's unused, the most the fleet can hold
+    // granted but unsent.
     // (The rate keeps a wide margin too: this test asserts on Redis calls, not on the envelope.)
     rig = await startRig({
       partitions: 4,

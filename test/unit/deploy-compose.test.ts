@@ -237,8 +237,8 @@ describe('docker-compose.yml', () => {
       expect(consumerMounts.some((mount) => mount.startsWith(`${volumeName}:${certDir}`))).toBe(true);
       expect(Object.keys(objectAt(compose, 'volumes'))).toContain(volumeName);
       // The simulator enforces the typical provider limit; the consumers' bucket stays under it as
-      // README "Choosing the limits" says (rate at most the provider's, burst leaving replicas × the
-      // send window of 64 unused), so the demo should see no 429.
+      // docs/configuration.md, "Choosing the limits", says (rate at most the provider's, burst leaving
+      // replicas × the send window of 64 unused), so the demo should see no 429.
       expect(flagValue(command, '--rate')).toBe('800');
       expect(flagValue(command, '--burst')).toBe('2000');
       const replicas = Number(at(services.consumer, 'deploy', 'replicas'));

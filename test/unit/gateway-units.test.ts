@@ -130,13 +130,13 @@ describe('gateway: preparing a body', () => {
   });
 });
 
-describe('gateway: README', () => {
-  it("keeps the settings table of the README's Gateway section what src/gateway/config.ts says", () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+describe('gateway: docs/gateway.md', () => {
+  it('keeps the settings table of docs/gateway.md what src/gateway/config.ts says', () => {
+    const page = readFileSync(new URL('../../docs/gateway.md', import.meta.url), 'utf8');
     const begin = '<!-- gateway-config:begin -->\n';
-    const table = readme.slice(
-      readme.indexOf(begin) + begin.length,
-      readme.indexOf('\n<!-- gateway-config:end -->'),
+    const table = page.slice(
+      page.indexOf(begin) + begin.length,
+      page.indexOf('\n<!-- gateway-config:end -->'),
     );
     expect(table).toBe(gatewayConfigMarkdown());
   });
