@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import getPort from 'get-port';
-import { Kafka, logLevel } from 'kafkajs';
+import { createKafka } from '../kafka/client.ts';
 import { SetupError } from './errors.ts';
 import { assertPortFree } from './ports.ts';
 import { spawnTied, type TiedProcess, which } from './process.ts';
@@ -142,12 +142,10 @@ export class LocalKafka {
   /** Waits until a metadata request succeeds, or fails with the tail of the broker's log. */
   private async waitUntilReady(timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    const admin = new Kafka({
+    const admin = createKafka({
       clientId: 'aqueduct-readiness',
       brokers: this.brokers,
-      logLevel: logLevel.NOTHING,
-      retry: { retries: 0 },
-      connectionTimeout: 1000,
+      extra: { retry: { retries: 0 }, connectionTimeout: 1000 },
     }).admin();
     try {
       while (Date.now() < deadline) {

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { Kafka, logLevel } from 'kafkajs';
+import type { Kafka } from 'kafkajs';
 import { inject } from 'vitest';
+import { createKafka } from '../../src/kafka/client.ts';
 
 /** A kafkajs client on the run's broker. */
 export function testKafka(clientId = 'aqueduct-test'): Kafka {
-  return new Kafka({ clientId, brokers: inject('kafkaBrokers'), logLevel: logLevel.NOTHING });
+  return createKafka({ clientId, brokers: inject('kafkaBrokers') });
 }
 
 /** A topic name no other test uses. */

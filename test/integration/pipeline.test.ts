@@ -63,7 +63,15 @@ describe('the consumer pipeline (real Kafka, Redis, simulators, consumer process
 
 describe('the consumer pipeline under change', () => {
   it('loses nothing when a consumer joins and another leaves while throttled (rebalances)', async () => {
-    rig = await startRig({ partitions: 4, rate: 250, burst: 100, simulator: { rate: 300, burst: 150 } });
+    // Configured as docs/configuration.md "Choosing the limits" says: Aqueduct's burst leaves consumers ×
+    // send window (2 × 25) of the provider's unused, the most the fleet can hold granted but unsent.
+    rig = await startRig({
+      partitions: 4,
+      rate: 250,
+      burst: 100,
+      simulator: { rate: 300, burst: 150 },
+      env: { AQUEDUCT_SEND_CONCURRENCY: '25' },
+    });
     const published = await publish(rig, 2000);
     const first = await rig.startConsumer('first');
     await waitFor(() => rig?.simulators.accepted().ids.size ?? 0, 300);
