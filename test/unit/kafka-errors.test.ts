@@ -3,11 +3,13 @@ import {
   KafkaJSConnectionError,
   KafkaJSGroupCoordinatorNotFound,
   KafkaJSNonRetriableError,
+  KafkaJSNumberOfRetriesExceeded,
   KafkaJSOffsetOutOfRange,
+  KafkaJSProtocolError,
   KafkaJSServerDoesNotSupportApiKey,
 } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { brokerUnreachable, isKafkaJsError } from '../../src/kafka/errors.ts';
+import { brokerUnreachable, isKafkaJsError, restartable } from '../../src/kafka/errors.ts';
 
 /** Which kafkajs crashes the consumer restarts from in-process (a broker restart) and which end it. */
 describe('brokerUnreachable', () => {
@@ -49,5 +51,28 @@ describe('isKafkaJsError', () => {
       false,
     );
     expect(isKafkaJsError('KafkaJSError')).toBe(false);
+  });
+});
+
+/** Which crashes the consumer restarts from in-process (kafkajs' own restarts are switched off). */
+describe('restartable', () => {
+  it('is true where kafkajs would have restarted: retries ran out, or a retriable root cause', () => {
+    const retriable = new KafkaJSProtocolError('NOT_COORDINATOR');
+    expect(
+      restartable(
+        new KafkaJSNumberOfRetriesExceeded(new Error('gave up'), { retryCount: 5, retryTime: 1000 }),
+      ),
+    ).toBe(true);
+    expect(restartable(Object.assign(new KafkaJSNonRetriableError(retriable), { cause: retriable }))).toBe(
+      true,
+    );
+  });
+
+  it('is true for a broker that could not be reached, and false for what a restart cannot cure', () => {
+    const refused = new KafkaJSConnectionError('Connection error: connect ECONNREFUSED 127.0.0.1:9092');
+    expect(restartable(refused)).toBe(true);
+    expect(restartable(new KafkaJSServerDoesNotSupportApiKey('unsupported'))).toBe(false);
+    expect(restartable(new Error('SASL SCRAM SHA512 authentication failed'))).toBe(false);
+    expect(restartable('a string')).toBe(false);
   });
 });
