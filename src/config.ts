@@ -158,7 +158,7 @@ export const configSchema = z.object({
   AQUEDUCT_SEND_CONCURRENCY: positiveInt
     .default(64)
     .describe(
-      'Pushes in flight at once per provider in each consumer process. Also the most tokens a process holds that the provider has not seen yet (or a tenth of a second of the rate, when that is more): leave replicas × that much of the provider\'s burst unused (README, "Choosing the limits").',
+      'Pushes in flight at once per provider in each consumer process. Also the most tokens a process holds that the provider has not seen yet (or a tenth of a second of the rate, when that is more): leave replicas × that much of the provider\'s burst unused (docs/configuration.md, "Choosing the limits").',
     ),
   AQUEDUCT_MAX_ATTEMPTS: positiveInt
     .default(5)
@@ -279,7 +279,7 @@ function checkConnectionSettings(config: Config): void {
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
 }
 
-/** One line per setting: name, default and description (for `--help` and the README). */
+/** One line per setting: name, default and description (for `--help` and docs/configuration.md). */
 export function configReference(): Array<{ name: string; defaultValue: string; description: string }> {
   return settingsReference(configSchema.shape);
 }
