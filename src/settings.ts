@@ -82,3 +82,13 @@ export function settingsReference(
     };
   });
 }
+
+/** The settings reference as the lines of a `--help` text: name, description, default. */
+export function settingsHelp(reference: ReturnType<typeof settingsReference>): string {
+  return reference
+    .map(
+      (r) =>
+        `  ${r.name.padEnd(40)} ${r.description}${r.defaultValue ? ` (default: ${r.defaultValue})` : ''}`,
+    )
+    .join('\n');
+}

@@ -11,7 +11,8 @@ import { errorSummary, failureLogger, NotificationConsumer, type StopResult } fr
 import { RestartSafeTokenSource } from '../pipeline/restart-guard.ts';
 import { createProviders } from '../providers/index.ts';
 import { createRedis } from '../redis/client.ts';
-import { ConfigError } from '../settings.ts';
+import { settingsHelp } from '../settings.ts';
+import { exitOnConfigError } from '../settings-exit.ts';
 import { type HealthServer, startHealthServer } from '../telemetry/http-server.ts';
 import { createMetrics, type Metrics, PipelineMetrics } from '../telemetry/metrics.ts';
 import { combineObservers } from '../telemetry/observers.ts';
@@ -22,12 +23,7 @@ import { consumerOptions } from './options.ts';
 
 /** `aqueduct consume`: one member of the consumer group, until SIGTERM/SIGINT. */
 export function registerConsumeCommand(program: Command): void {
-  const reference = configReference()
-    .map(
-      (r) =>
-        `  ${r.name.padEnd(40)} ${r.description}${r.defaultValue ? ` (default: ${r.defaultValue})` : ''}`,
-    )
-    .join('\n');
+  const reference = settingsHelp(configReference());
   program
     .command('consume')
     .description('run a consumer: Kafka → token bucket → FCM/APNs, until SIGTERM or SIGINT')
@@ -37,16 +33,7 @@ export function registerConsumeCommand(program: Command): void {
       `\nSettings (environment variables, or keys of --config):\n${reference}\n  OTEL_*${' '.repeat(35)}standard OpenTelemetry variables; tracing is on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER is set`,
     )
     .action(async (flags: { config?: string }) => {
-      let config: Config;
-      try {
-        config = loadConfig(process.env, flags.config);
-      } catch (error) {
-        if (error instanceof ConfigError) {
-          console.error(`aqueduct consume: ${error.message}`);
-          process.exit(2);
-        }
-        throw error;
-      }
+      const config = await exitOnConfigError('consume', () => loadConfig(process.env, flags.config));
       await runConsumer(config);
     });
 }

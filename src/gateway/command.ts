@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { exitIfStillRunning, openResources } from '../lifecycle.ts';
 import { createLogger } from '../log.ts';
+import { settingsHelp } from '../settings.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
 import { startTracing } from '../telemetry/tracing.ts';
 import { hashApiKey } from './api-keys.ts';
@@ -15,12 +16,7 @@ import { startGateway } from './server.ts';
 
 /** `aqueduct serve`: the HTTP ingest gateway, until SIGTERM/SIGINT; `--hash-key` prints a key's hash. */
 export function registerServeCommand(program: Command): void {
-  const reference = gatewayConfigReference()
-    .map(
-      (r) =>
-        `  ${r.name.padEnd(40)} ${r.description}${r.defaultValue ? ` (default: ${r.defaultValue})` : ''}`,
-    )
-    .join('\n');
+  const reference = settingsHelp(gatewayConfigReference());
   program
     .command('serve')
     .description('run the HTTP ingest gateway: POST /v1/notifications → Kafka, per-tenant 429 + Retry-After')
