@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import kafkajs from 'kafkajs';
 
 // kafkajs is CommonJS and spreads its error classes into `module.exports`, which Node's named-export
@@ -53,4 +54,25 @@ export function restartable(error: unknown): boolean {
   let cause: Error = error;
   for (let depth = 0; depth < 10 && cause.cause instanceof Error; depth++) cause = cause.cause;
   return (cause as { retriable?: unknown }).retriable === true;
+}
+
+/**
+ * Runs a kafkajs admin call again while it fails with a retriable error. Group calls such as
+ * `fetchOffsets` are not retried by kafkajs itself, and a broker that has just started (or moved a
+ * group's coordinator) answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS for a few seconds.
+ */
+export async function retryRetriable<T>(
+  call: () => Promise<T>,
+  attempts = 10,
+  firstDelayMs = 200,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await call();
+    } catch (error) {
+      const retriable = (error as { retriable?: unknown }).retriable === true;
+      if (!retriable || attempt >= attempts) throw error;
+      await sleep(Math.min(5000, firstDelayMs * 2 ** (attempt - 1)));
+    }
+  }
 }

@@ -1,5 +1,6 @@
 import type { Admin, IHeaders, Kafka, KafkaMessage, Message } from 'kafkajs';
 import type { Topics } from '../config.ts';
+import { retryRetriable } from '../kafka/errors.ts';
 import { HEADER, headerString } from '../kafka/headers.ts';
 import type { DoneStore } from '../pipeline/done-store.ts';
 
@@ -67,7 +68,9 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
   let start: Map<number, bigint>;
   try {
     if (options.fromBeginning && !options.dryRun) {
-      await admin.resetOffsets({ groupId: options.groupId, topic: topics.deadLetter, earliest: true });
+      await retryRetriable(() =>
+        admin.resetOffsets({ groupId: options.groupId, topic: topics.deadLetter, earliest: true }),
+      );
     }
     end = await highWatermarks(admin, topics.deadLetter);
     start = options.fromBeginning
@@ -159,7 +162,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
     if (options.dryRun) {
       const cleanup = kafka.admin();
       await cleanup.connect();
-      await cleanup.deleteGroups([groupId]).catch(() => {});
+      await retryRetriable(() => cleanup.deleteGroups([groupId])).catch(() => {});
       await cleanup.disconnect();
     }
   }
@@ -231,19 +234,19 @@ function eventIdOf(value: Buffer): string | undefined {
 }
 
 async function highWatermarks(admin: Admin, topic: string): Promise<Map<number, bigint>> {
-  const offsets = await admin.fetchTopicOffsets(topic);
+  const offsets = await retryRetriable(() => admin.fetchTopicOffsets(topic));
   return new Map(offsets.map((p) => [p.partition, BigInt(p.high)]));
 }
 
 async function lowWatermarks(admin: Admin, topic: string): Promise<Map<number, bigint>> {
-  const offsets = await admin.fetchTopicOffsets(topic);
+  const offsets = await retryRetriable(() => admin.fetchTopicOffsets(topic));
   return new Map(offsets.map((p) => [p.partition, BigInt(p.low)]));
 }
 
 /** Where the group stopped in each partition (its committed offset), or the partition's start. */
 async function committedOrLow(admin: Admin, groupId: string, topic: string): Promise<Map<number, bigint>> {
   const low = await lowWatermarks(admin, topic);
-  const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+  const [committed] = await retryRetriable(() => admin.fetchOffsets({ groupId, topics: [topic] }));
   for (const p of committed?.partitions ?? []) {
     const offset = BigInt(p.offset);
     if (offset >= 0n && offset > (low.get(p.partition) ?? 0n)) low.set(p.partition, offset);
