@@ -2,6 +2,7 @@ import type { EachBatchPayload } from 'kafkajs';
 import type { DecodeResult } from '../events/decode.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
 import { isKafkaJsError } from '../kafka/errors.ts';
+import type { TokenPool } from '../limiter/token-pool.ts';
 import type { PushProvider } from '../providers/types.ts';
 import type { DoneStore } from './done-store.ts';
 import { type Answered, type Item, type ItemLimits, readItem, type Sendable } from './item.ts';
@@ -11,7 +12,6 @@ import { type RetryPolicy, type Settlement, settleAnswered, settleUndecodable } 
 import { PartitionState } from './partition-state.ts';
 import { backoffDelayMs, PauseTimers } from './pause-timers.ts';
 import { type DoneMark, markDone, Sender } from './sender.ts';
-import type { TokenPool } from './token-pool.ts';
 
 /** Options of {@link BatchProcessor}. */
 export interface BatchProcessorOptions extends ItemLimits, RetryPolicy {

@@ -4,6 +4,8 @@ import type { Topics } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
 import { restartable } from '../kafka/errors.ts';
 import { ensureTopics } from '../kafka/topics.ts';
+import { poolKey, poolPlan } from '../limiter/pool-policy.ts';
+import { type PoolBucket, TokenPool, type TokenSource } from '../limiter/token-pool.ts';
 import type { Logger } from '../log.ts';
 import type { PushProvider } from '../providers/types.ts';
 import { BatchProcessor } from './batch-processor.ts';
@@ -15,7 +17,6 @@ import {
 import { DoneStore } from './done-store.ts';
 import { noopObserver, type PipelineObserver } from './observer.ts';
 import { OutcomeWriter } from './outcome-writer.ts';
-import { type PoolBucket, TokenPool, type TokenSource } from './token-pool.ts';
 
 /** What {@link NotificationConsumer.start} needs besides its options. */
 export interface ConsumerDeps {
@@ -204,26 +205,13 @@ export class NotificationConsumer {
   /** The pool of an event's bucket group: its provider's bucket, and its tenant's when it has one. */
   private poolFor(event: NotificationEvent): TokenPool | undefined {
     if (!this.options.limits.enabled) return undefined;
-    const tenantCapped = event.tenant !== undefined && this.options.limits.tenantRate !== undefined;
-    const key = tenantCapped ? `${event.platform}:tenant:${event.tenant}` : event.platform;
-    let pool = this.pools.get(key);
+    let pool = this.pools.get(poolKey(event.platform, event.tenant, this.options.limits));
     if (!pool) {
       const provider = this.providerBucket(event.platform);
-      const buckets: PoolBucket[] = [provider];
-      if (tenantCapped) {
-        const rate = this.options.limits.tenantRate ?? provider.rate;
-        buckets.push({ name: key, rate, capacity: this.options.limits.tenantBurst ?? Math.ceil(rate) });
-      }
-      // A quarter second of the provider's rate, but never under 200 tokens (the pool clamps it to the
-      // bucket's capacity). Throttled processes tend to wake together and split one refill, so each call
-      // gets about chunk ÷ processes: a large chunk keeps Redis near a call per hundred pushes.
-      const chunk = this.options.limits.acquireChunk ?? Math.max(200, Math.ceil(provider.rate / 4));
+      const { key, buckets, chunk, window } = poolPlan(provider, event.tenant, this.options.limits);
       pool = new TokenPool(this.deps.tokenSource, buckets, {
         chunk,
-        // Tokens are taken for no more pushes than can be in flight at once, or a tenth of a second of
-        // the rate when that is more (TokenPoolOptions.window): a provider with no effective limit then
-        // costs one acquire per many windows of sends, not one per window.
-        window: Math.max(this.options.limits.sendConcurrency, Math.ceil(provider.rate / 10)),
+        window,
         onError: (error) => {
           this.observer.limiterError?.(error);
           this.deps.logger.warn({ err: errorSummary(error) }, 'token acquire failed');

@@ -1,8 +1,8 @@
 import type { Batch } from 'kafkajs';
 import type { NotificationEvent, Platform } from '../events/event.ts';
+import type { PoolBucket, TokenPool } from '../limiter/token-pool.ts';
 import type { PushOutcome, PushRequest } from '../providers/types.ts';
 import type { Item } from './item.ts';
-import type { PoolBucket, TokenPool } from './token-pool.ts';
 
 /** Where a token take happens: the partition, and the items it is for, in the order they are granted. */
 export interface AcquireContext {

@@ -1,5 +1,5 @@
+import type { TokenPool } from '../limiter/token-pool.ts';
 import type { PipelineObserver } from './observer.ts';
-import type { TokenPool } from './token-pool.ts';
 
 /** A partition as the pause timers know it. */
 export interface PartitionRef {

@@ -1,10 +1,10 @@
 import type { Platform } from '../events/event.ts';
+import type { TokenPool } from '../limiter/token-pool.ts';
 import type { PushProvider, PushRequest } from '../providers/types.ts';
 import type { DoneStore, FinalOutcome } from './done-store.ts';
 import type { Answered, Item, Sendable } from './item.ts';
 import type { PipelineObserver } from './observer.ts';
 import type { PartitionState } from './partition-state.ts';
-import type { TokenPool } from './token-pool.ts';
 
 /** A done-mark: an event id and its final outcome. */
 export interface DoneMark {

@@ -1,8 +1,8 @@
 import type { Batch } from 'kafkajs';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { NotificationEvent, Platform } from '../events/event.ts';
+import type { PoolBucket } from '../limiter/token-pool.ts';
 import type { PoolAcquire, SendContext } from '../pipeline/observer.ts';
-import type { PoolBucket } from '../pipeline/token-pool.ts';
 import type { PushOutcome } from '../providers/types.ts';
 import type { ObserverHooks } from './observers.ts';
 

@@ -9,9 +9,9 @@ import {
   trace,
 } from '@opentelemetry/api';
 import type { NotificationEvent, Platform } from '../events/event.ts';
+import type { TokenPool } from '../limiter/token-pool.ts';
 import type { Item } from '../pipeline/item.ts';
 import type { AcquireContext, SendContext } from '../pipeline/observer.ts';
-import type { TokenPool } from '../pipeline/token-pool.ts';
 import type { PushOutcome } from '../providers/types.ts';
 import { ATTR, eventAttributes, reasonCode } from './attributes.ts';
 import { extractTraceContext } from './kafka-context.ts';

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenBucketLimiter } from '../../src/limiter/index.ts';
-import { RestartSafeTokenSource } from '../../src/pipeline/restart-guard.ts';
+import { RestartSafeTokenSource } from '../../src/limiter/restart-guard.ts';
 import { LocalRedis } from '../../src/services/index.ts';
 
 /** After Redis lost its data, the buckets resume empty (at the refill rate), not with a full burst. */

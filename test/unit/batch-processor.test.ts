@@ -2,6 +2,7 @@ import type { Batch, EachBatchPayload, KafkaMessage } from 'kafkajs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { NotificationEventInput, Platform } from '../../src/events/event.ts';
 import { HEADER } from '../../src/kafka/headers.ts';
+import { type PoolBucket, TokenPool, type TokenSource } from '../../src/limiter/token-pool.ts';
 import {
   BatchProcessor,
   type BatchProcessorOptions,
@@ -10,7 +11,6 @@ import {
 import type { FinalOutcome } from '../../src/pipeline/done-store.ts';
 import type { PipelineObserver } from '../../src/pipeline/observer.ts';
 import type { OutcomeRecord } from '../../src/pipeline/outcome-writer.ts';
-import { type PoolBucket, TokenPool, type TokenSource } from '../../src/pipeline/token-pool.ts';
 import type { PushOutcome, PushProvider, PushRequest } from '../../src/providers/types.ts';
 
 /**

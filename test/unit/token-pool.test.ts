@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { type PoolBucket, TokenPool, type TokenSource } from '../../src/pipeline/token-pool.ts';
+import { type PoolBucket, TokenPool, type TokenSource } from '../../src/limiter/token-pool.ts';
 
 /**
  * The pool's own bookkeeping, against a counting in-memory source. (The real source, the Redis limiter,

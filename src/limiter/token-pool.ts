@@ -47,7 +47,7 @@ export interface TokenPoolOptions {
    * refill that tokens granted here but not yet sent would have used, while Aqueduct's bucket keeps
    * earning it; the difference later comes back as 429s. The fleet can therefore run ahead of the
    * provider by at most `window × processes` tokens, which the configured burst must leave as margin
-   * under the provider's (README, "Choosing the limits").
+   * under the provider's (see docs/configuration.md, "Choosing the limits").
    */
   window?: number;
   /** Back-off after the limiter failed (Redis unreachable, fail-closed). Default 1000 ms. */
