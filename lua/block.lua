@@ -16,60 +16,47 @@
   TTL:              never shortened; raised to at least ceil(retryAfterMs / 1000) + minTtlSeconds so the
                     block (and the bucket level under it) outlives the block's end
 
-  Returns, all as strings: { nowMicros, blockedUntilMs[1], ..., blockedUntilMs[k] } (the deadline now in
-  force for each key, which may be a later one set before)
+  Returns one string of decimal numbers separated by single spaces (see replyFields in
+  src/redis/scripts.ts): 'nowMicros blockedUntilMs[1] ... blockedUntilMs[k]' (the deadline now in force
+  for each key, which may be a later one set before)
 
-  Error replies (nothing is written):
+  Error replies (nothing is written; the format is includes/arguments.lua's):
     AQUEDUCT_ARGUMENT buckets <message>        no keys, or #ARGV ~= 2
     AQUEDUCT_ARGUMENT retryAfterMs <message>   retryAfterMs is NaN, infinite or < 0
     AQUEDUCT_ARGUMENT minTtlSeconds <message>  minTtlSeconds is not an integer >= 1
 ]]
 
-local MAX_TTL_SECONDS = 2147483647
-
-local function bad(argument, message)
-  return redis.error_reply('AQUEDUCT_ARGUMENT ' .. argument .. ' ' .. message)
-end
-
-local function finite(x)
-  return x ~= nil and x == x and x ~= math.huge and x ~= -math.huge
-end
-
-local function str(x)
-  return string.format('%.17g', x)
-end
+--- @include "arguments"
+--- @include "server-time"
+--- @include "ttl"
+--- @include "number-text"
 
 local k = #KEYS
-if k == 0 then
-  return bad('buckets', 'must name at least one bucket key')
-end
-if #ARGV ~= 2 then
-  return bad('buckets', string.format('expects 2 ARGV (retryAfterMs, minTtlSeconds), got %d', #ARGV))
-end
+local failure = bucket_count_error(2, 0, 'retryAfterMs, minTtlSeconds')
+if failure then return failure end
 local retry_after = tonumber(ARGV[1])
-if not (finite(retry_after) and retry_after >= 0) then
-  return bad('retryAfterMs', 'must be a finite number >= 0, got "' .. ARGV[1] .. '"')
+if not (retry_after and retry_after >= 0 and retry_after < math.huge) then
+  return argument_error('retryAfterMs', 'must be a finite number >= 0, got "' .. ARGV[1] .. '"')
 end
+failure = integer_error(2, 'minTtlSeconds', 1)
+if failure then return failure end
 local min_ttl = tonumber(ARGV[2])
-if not (finite(min_ttl) and min_ttl >= 1 and min_ttl == math.floor(min_ttl)) then
-  return bad('minTtlSeconds', 'must be an integer >= 1, got "' .. ARGV[2] .. '"')
-end
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local now, now_text = server_time()
 local until_ms = math.ceil(now / 1000 + retry_after)
 
-local result = { str(now) }
+local reply = { now_text }
 for i = 1, k do
-  local existing = tonumber(redis.call('HGET', KEYS[i], 'blocked_until'))
+  local key = KEYS[i]
   local effective = until_ms
+  local existing = tonumber(redis.call('HGET', key, 'blocked_until'))
   if existing ~= nil and existing > effective then effective = existing end
-  redis.call('HSET', KEYS[i], 'blocked_until', str(effective))
+  local effective_text = number_text(effective)
+  redis.call('HSET', key, 'blocked_until', effective_text)
   local ttl = math.min(math.ceil((effective - now / 1000) / 1000) + min_ttl, MAX_TTL_SECONDS)
-  local current = redis.call('TTL', KEYS[i])
-  if current < ttl then -- -1 (no TTL: the key was just created) and shorter TTLs are raised
-    redis.call('EXPIRE', KEYS[i], ttl)
+  if redis.call('TTL', key) < ttl then -- -1 (no TTL: the key was just created) and shorter TTLs are raised
+    redis.call('EXPIRE', key, ttl)
   end
-  result[1 + i] = str(effective)
+  reply[1 + i] = effective_text
 end
-return result
+return table.concat(reply, ' ')

@@ -5,16 +5,16 @@
               (all share the {done} hash tag, so one call stays in one Redis Cluster slot)
   ARGV        none
 
-  Returns     an array of n bulk strings: the outcome recorded for KEYS[i] ('delivered',
-              'dead-lettered', 'invalid-token'), or '' when the event has none yet.
+  Returns     one string of n fields separated by single spaces (see replyFields in
+              src/redis/scripts.ts): the outcome recorded for KEYS[i] ('delivered', 'dead-lettered',
+              'invalid-token'), or an empty field when the event has none yet.
   Errors      none of its own.
 
   One call per fetched batch replaces one GET per event: the consumer's Redis traffic must stay near
   one round trip per hundred pushes.
 ]]
-local out = {}
+local outcomes = {}
 for i = 1, #KEYS do
-  local value = redis.call('GET', KEYS[i])
-  if value then out[i] = value else out[i] = '' end
+  outcomes[i] = redis.call('GET', KEYS[i]) or ''
 end
-return out
+return table.concat(outcomes, ' ')

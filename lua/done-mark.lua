@@ -3,20 +3,23 @@
   rebalance) does not push them again.
 
   KEYS[1..n]    done-mark keys, one per event: <prefix>:{done}:<event id>
-  ARGV[1]       time to remember them, in whole seconds (> 0): the dedupe window
+  ARGV[1]       ttlSeconds: how long to remember them, an integer >= 1 (the dedupe window)
   ARGV[2..n+1]  the outcome of KEYS[i-1]: 'delivered', 'dead-lettered' or 'invalid-token'
 
   Returns       n, the number of marks written.
-  Errors        'ERR done-mark: ttl must be a positive integer'
-                'ERR done-mark: expected one outcome per key'
+  Error replies (nothing is written; the format is includes/arguments.lua's):
+    AQUEDUCT_ARGUMENT outcomes <message>    #ARGV ~= #KEYS + 1 (one outcome per key)
+    AQUEDUCT_ARGUMENT ttlSeconds <message>  ttlSeconds is not an integer >= 1
 ]]
-local ttl = tonumber(ARGV[1])
-if not ttl or ttl <= 0 or ttl ~= math.floor(ttl) then
-  return redis.error_reply('ERR done-mark: ttl must be a positive integer')
-end
+
+--- @include "arguments"
+
 if #ARGV ~= #KEYS + 1 then
-  return redis.error_reply('ERR done-mark: expected one outcome per key')
+  return argument_error('outcomes', 'need one per key (' .. #KEYS .. ' keys) after ttlSeconds, got ' .. #ARGV - 1)
 end
+local failure = integer_error(1, 'ttlSeconds', 1)
+if failure then return failure end
+local ttl = tonumber(ARGV[1])
 for i = 1, #KEYS do
   redis.call('SET', KEYS[i], ARGV[i + 1], 'EX', ttl)
 end

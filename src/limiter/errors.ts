@@ -1,18 +1,13 @@
+import { argumentReply, ScriptArgumentError } from '../redis/script-errors.ts';
+
 /**
  * A call to the limiter was malformed: a rate that is not a positive finite number, a capacity below 1,
  * a negative or fractional token count, buckets whose names do not share a hash tag, and so on. Retrying
  * the same call cannot succeed, so `retriable` is false; `argument` names what to fix.
  */
-export class LimiterArgumentError extends Error {
+export class LimiterArgumentError extends ScriptArgumentError {
+  // `argument` is one of `buckets`, `name`, `rate`, `capacity`, `n`, `waitFor`, `retryAfterMs`, …
   override readonly name = 'LimiterArgumentError';
-  /** The argument at fault: `buckets`, `name`, `rate`, `capacity`, `n`, `waitFor`, `retryAfterMs`, … */
-  readonly argument: string;
-  readonly retriable = false;
-
-  constructor(argument: string, message: string) {
-    super(message);
-    this.argument = argument;
-  }
 }
 
 /**
@@ -36,11 +31,9 @@ export class LimiterUnavailableError extends Error {
   }
 }
 
-const ARGUMENT_REPLY = /^AQUEDUCT_ARGUMENT (\S+) ([\s\S]*)$/;
-
 /**
- * Maps whatever a limiter call to Redis threw to the limiter's typed errors: the scripts' own
- * `AQUEDUCT_ARGUMENT <argument> <message>` error replies become {@link LimiterArgumentError}, everything
+ * Maps whatever a limiter call to Redis threw to the limiter's typed errors: the scripts' argument
+ * error replies (`AQUEDUCT_ARGUMENT <argument> <message>`) become {@link LimiterArgumentError}, everything
  * else (connection errors, timeouts, other error replies) {@link LimiterUnavailableError}.
  */
 export function toLimiterError(
@@ -48,8 +41,9 @@ export function toLimiterError(
   operation: LimiterUnavailableError['operation'],
 ): LimiterArgumentError | LimiterUnavailableError {
   if (error instanceof LimiterArgumentError || error instanceof LimiterUnavailableError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  const argument = ARGUMENT_REPLY.exec(message);
-  if (argument) return new LimiterArgumentError(argument[1] as string, `${argument[1]} ${argument[2]}`);
-  return new LimiterUnavailableError(operation, message, { cause: error });
+  const argument = argumentReply(error);
+  if (argument) return new LimiterArgumentError(argument.argument, argument.message);
+  return new LimiterUnavailableError(operation, error instanceof Error ? error.message : String(error), {
+    cause: error,
+  });
 }

@@ -1,5 +1,12 @@
-import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
+import { toScriptError } from '../redis/script-errors.ts';
+import {
+  defineScripts,
+  replyFields,
+  type ScriptCall,
+  type ScriptName,
+  scriptCall,
+} from '../redis/scripts.ts';
 
 /** The outcomes that end an event for good (a `retry` does not: the retried copy carries on). */
 export type FinalOutcome = 'delivered' | 'dead-lettered' | 'invalid-token';
@@ -7,12 +14,13 @@ export type FinalOutcome = 'delivered' | 'dead-lettered' | 'invalid-token';
 /** How many recently marked ids a process remembers (a few minutes of traffic at full rate). */
 const RECENT_LIMIT = 200_000;
 
-const script = (name: string) => readFileSync(new URL(`../../lua/${name}.lua`, import.meta.url), 'utf8');
-
-interface DoneCommands {
-  aqDoneCheck(...args: [number, ...string[]]): Promise<string[]>;
-  aqDoneMark(...args: [number, ...Array<string | number>]): Promise<number>;
-  aqDoneForget(...args: [number, ...string[]]): Promise<number>;
+/** One done-* script call, its errors mapped to ScriptArgumentError or ScriptUnavailableError. */
+function doneScript(redis: Redis, name: ScriptName): ScriptCall {
+  const call = scriptCall(redis, name);
+  return (...args) =>
+    call(...args).catch((error: unknown) => {
+      throw toScriptError(error, name);
+    });
 }
 
 /** Options of {@link DoneStore}. */
@@ -45,7 +53,9 @@ export interface DoneStoreOptions {
  * milliseconds of each other go out together.
  */
 export class DoneStore {
-  private readonly redis: Redis & DoneCommands;
+  private readonly doneCheck: ScriptCall;
+  private readonly doneMark: ScriptCall;
+  private readonly doneForget: ScriptCall;
   private readonly options: Required<DoneStoreOptions>;
   private readonly keyPrefix: string;
   /** Marks waiting for the next flush: keys and their outcomes, side by side. */
@@ -68,10 +78,10 @@ export class DoneStore {
   }> = [];
 
   constructor(redis: Redis, options: DoneStoreOptions) {
-    redis.defineCommand('aqDoneCheck', { lua: script('done-check') });
-    redis.defineCommand('aqDoneMark', { lua: script('done-mark') });
-    redis.defineCommand('aqDoneForget', { lua: script('done-forget') });
-    this.redis = redis as Redis & DoneCommands;
+    defineScripts(redis);
+    this.doneCheck = doneScript(redis, 'doneCheck');
+    this.doneMark = doneScript(redis, 'doneMark');
+    this.doneForget = doneScript(redis, 'doneForget');
     this.options = { maxKeysPerCall: 1000, coalesceMs: 5, markCoalesceMs: 50, ...options };
     this.keyPrefix = `${options.prefix}:{done}:`;
   }
@@ -119,8 +129,8 @@ export class DoneStore {
     for (let start = 0; start < ids.length; start += this.options.maxKeysPerCall) {
       const slice = ids.slice(start, start + this.options.maxKeysPerCall);
       calls.push(
-        this.redis.aqDoneCheck(slice.length, ...slice.map((id) => this.key(id))).then((values) => {
-          values.forEach((value, i) => {
+        this.doneCheck(slice.length, ...slice.map((id) => this.key(id))).then((reply) => {
+          replyFields(reply).forEach((value, i) => {
             const id = slice[i];
             if (value !== '' && id !== undefined) found.set(id, value);
           });
@@ -139,7 +149,7 @@ export class DoneStore {
     let removed = 0;
     for (let start = 0; start < ids.length; start += this.options.maxKeysPerCall) {
       const slice = ids.slice(start, start + this.options.maxKeysPerCall);
-      removed += await this.redis.aqDoneForget(slice.length, ...slice.map((id) => this.key(id)));
+      removed += Number(await this.doneForget(slice.length, ...slice.map((id) => this.key(id))));
     }
     return removed;
   }
@@ -189,12 +199,12 @@ export class DoneStore {
     const { keys, outcomes } = this.pending;
     this.pending = { keys: [], outcomes: [] };
     this.flushing = undefined;
-    const calls: Array<Promise<number>> = [];
+    const calls: Array<Promise<unknown>> = [];
     for (let start = 0; start < keys.length; start += this.options.maxKeysPerCall) {
       const end = start + this.options.maxKeysPerCall;
       const slice = keys.slice(start, end);
       calls.push(
-        this.redis.aqDoneMark(slice.length, ...slice, this.options.ttlSeconds, ...outcomes.slice(start, end)),
+        this.doneMark(slice.length, ...slice, this.options.ttlSeconds, ...outcomes.slice(start, end)),
       );
     }
     await Promise.all(calls);

@@ -9,7 +9,7 @@ import {
   LimiterUnavailableError,
   TokenBucketLimiter,
 } from '../../src/limiter/index.ts';
-import { scriptCall } from '../../src/limiter/scripts.ts';
+import { scriptCall } from '../../src/redis/scripts.ts';
 import { LocalRedis } from '../../src/services/index.ts';
 import { LimiterModel } from '../helpers/limiter-model.ts';
 import { type TestRedis, testRedis } from '../helpers/redis.ts';

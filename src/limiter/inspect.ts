@@ -1,0 +1,85 @@
+import type { Redis } from 'ioredis';
+import { queueScript, replyFields, type ScriptPipeline } from '../redis/scripts.ts';
+import { bucketNameFromKey, bucketScan, bucketTag } from './keys.ts';
+import type { BucketState } from './types.ts';
+
+/** Most keys in one inspect.lua call. */
+const KEYS_PER_CALL = 500;
+
+/** inspect.lua's fields per key: present, tokensNow, rate, capacity, blockedUntilMs, pttlMs. */
+const FIELDS_PER_KEY = 6;
+
+/**
+ * Every bucket under `keyPrefix` whose name matches `pattern` (a Redis glob on names), as it is at the
+ * Redis server's current time, sorted by name. Uses SCAN, never KEYS; then one inspect.lua call per
+ * hash tag (one slot) and at most {@link KEYS_PER_CALL} keys, all in one pipeline. `bounded` puts the
+ * caller's timeout on each round trip.
+ */
+export async function inspectBuckets(
+  redis: Redis,
+  keyPrefix: string,
+  pattern: string,
+  bounded: <T>(reply: Promise<T>) => Promise<T>,
+): Promise<BucketState[]> {
+  const { match, matches } = bucketScan(keyPrefix, pattern);
+  const byTag = new Map<string, Map<string, string>>();
+  let cursor = '0';
+  do {
+    const [next, keys] = await bounded(redis.scan(cursor, 'MATCH', match, 'COUNT', 1000));
+    cursor = next;
+    for (const key of keys) {
+      const name = bucketNameFromKey(keyPrefix, key);
+      if (name === undefined || !matches(name)) continue;
+      const tag = bucketTag(name);
+      let group = byTag.get(tag);
+      if (!group) {
+        group = new Map();
+        byTag.set(tag, group);
+      }
+      group.set(key, name); // SCAN may return a key twice
+    }
+  } while (cursor !== '0');
+
+  const batches: Array<Array<[string, string]>> = [];
+  for (const group of byTag.values()) {
+    const entries = [...group.entries()];
+    for (let i = 0; i < entries.length; i += KEYS_PER_CALL) batches.push(entries.slice(i, i + KEYS_PER_CALL));
+  }
+  if (batches.length === 0) return [];
+  const pipeline = redis.pipeline() as unknown as ScriptPipeline;
+  for (const batch of batches) queueScript(pipeline, 'inspect', [batch.length, ...batch.map(([key]) => key)]);
+  const replies = await bounded(pipeline.exec());
+  const states: BucketState[] = [];
+  batches.forEach((batch, b) => {
+    const [error, reply] = replies?.[b] ?? [new Error('no reply'), null];
+    if (error) throw error;
+    states.push(...bucketStates(batch, replyFields(reply)));
+  });
+  return states.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** The buckets of one inspect.lua reply (those still present), in the order of `batch`. */
+function bucketStates(batch: ReadonlyArray<[string, string]>, fields: readonly string[]): BucketState[] {
+  const serverTimeMs = Number(fields[0]) / 1000;
+  const states: BucketState[] = [];
+  batch.forEach(([key, name], i) => {
+    const field = (f: number) => fields[1 + i * FIELDS_PER_KEY + f] ?? '';
+    if (field(0) !== '1') return; // expired since SCAN found it
+    const pttl = Number(field(5));
+    states.push({
+      name,
+      key,
+      tokens: numberOrNull(field(1)),
+      rate: numberOrNull(field(2)),
+      capacity: numberOrNull(field(3)),
+      blockedUntilMs: numberOrNull(field(4)),
+      ttlMs: pttl >= 0 ? pttl : null,
+      serverTimeMs,
+    });
+  });
+  return states;
+}
+
+function numberOrNull(text: string): number | null {
+  return text === '' ? null : Number(text);
+}

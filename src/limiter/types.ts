@@ -1,0 +1,116 @@
+import type { LimiterUnavailableError } from './errors.ts';
+
+/** One token bucket a call draws from. */
+export interface BucketSpec {
+  /**
+   * `<tag>` or `<tag>:<rest>`, e.g. `fcm` or `fcm:tenant:acme`. All buckets of one call must share the
+   * tag (the part before the first ':'): it is the Redis Cluster hash tag of their keys.
+   */
+  name: string;
+  /** Refill rate in tokens per second; finite and > 0, may be fractional (0.5 = one token every 2 s). */
+  rate: number;
+  /** Most tokens the bucket holds (the largest burst); finite and >= 1. A new bucket starts full. */
+  capacity: number;
+}
+
+/** Options of {@link TokenBucketLimiter.acquire}. */
+export interface AcquireOptions {
+  /**
+   * How many tokens the returned `waitMs` is for. Default: the part of `n` that was not granted. Clamped
+   * to the smallest capacity (more could never be available at once).
+   */
+  waitFor?: number;
+}
+
+/** One request of {@link TokenBucketLimiter.acquireMany}. */
+export interface AcquireRequest extends AcquireOptions {
+  buckets: BucketSpec[];
+  n: number;
+}
+
+/** The answer to an acquire. */
+export interface AcquireResult {
+  /** Tokens granted: min(n, whole tokens of every bucket), deducted from every bucket atomically. */
+  granted: number;
+  /**
+   * Milliseconds until `waitFor` more tokens are available in all buckets and no block is active; 0 when
+   * nothing remains to wait for. Rounded up, plus `timerSlackMs`, so a plain `setTimeout(…, waitMs)` is
+   * long enough (see {@link LimiterOptions.timerSlackMs}).
+   */
+  waitMs: number;
+  /** Tokens left in each bucket (in the order given), fractions preserved. NaN when failed open. */
+  tokensLeft: number[];
+  /** Epoch ms (Redis clock) of the latest active block-until among the buckets, or null. */
+  blockedUntilMs: number | null;
+  /** The Redis server time of the decision, µs since the epoch (NaN when failed open). */
+  serverTimeUs: number;
+  /** True when Redis failed and `failurePolicy: 'open'` granted all of `n` without asking it. */
+  failedOpen: boolean;
+}
+
+/** The answer to a refund. */
+export interface RefundResult {
+  /** Tokens in each bucket after the refund (in the order given), fractions preserved. */
+  tokensLeft: number[];
+  /** The Redis server time of the refund, µs since the epoch. */
+  serverTimeUs: number;
+}
+
+/** A bucket as `aqueduct inspect` shows it. */
+export interface BucketState {
+  name: string;
+  key: string;
+  /**
+   * Tokens now: the stored level refilled to the Redis server's current time. Null for a bucket that
+   * holds only a block (blocked before it was ever used: its rate and capacity are not known yet).
+   */
+  tokens: number | null;
+  /** Rate and capacity as last given by an acquire or refund (null as for `tokens`). */
+  rate: number | null;
+  capacity: number | null;
+  /** Epoch ms of an active block-until, or null. */
+  blockedUntilMs: number | null;
+  /** Time to live in ms (null: no expiry, which the limiter never leaves behind). */
+  ttlMs: number | null;
+  /** The Redis server time the state was computed at, epoch ms. */
+  serverTimeMs: number;
+}
+
+/** What to do when Redis cannot be asked. */
+export type FailurePolicy = 'closed' | 'open';
+
+/** Options of {@link TokenBucketLimiter}. */
+export interface LimiterOptions {
+  /**
+   * First segment of every key (default `aqueduct`): keys are `<keyPrefix>:{<tag>}:bucket[:<rest>]`. Use
+   * this rather than ioredis' own `keyPrefix` option, which SCAN (and so `inspect`) does not apply.
+   */
+  keyPrefix?: string;
+  /**
+   * When Redis fails or times out during an acquire:
+   * - `'closed'` (default): throw {@link LimiterUnavailableError}; the caller pauses and retries later.
+   *   Nothing is sent that the limit did not allow.
+   * - `'open'`: grant all of `n` (`failedOpen: true`, `onFailOpen` is called) so delivery continues.
+   *   RISK: while Redis is down there is no limit at all; every instance sends as fast as it can and the
+   *   provider may throttle or suspend the sender. Pick it only when late pushes cost more than that.
+   * Refund, blockUntil and inspect always throw {@link LimiterUnavailableError}.
+   */
+  failurePolicy?: FailurePolicy;
+  /** Shortest TTL of a bucket key in seconds (default 60); see the TTL rule in `lua/acquire.lua`. */
+  minTtlSeconds?: number;
+  /**
+   * A call that Redis has not answered after this many ms fails with {@link LimiterUnavailableError}
+   * (default 1000; 0 waits as long as the ioredis client does). The script may still run later; tokens it
+   * then takes are lost until they refill, which errs on the side of sending less.
+   */
+  timeoutMs?: number;
+  /**
+   * Added to every non-zero `waitMs` (default 1). Node timers count whole milliseconds from a clock read
+   * at the start of the event-loop turn, so `setTimeout(f, w)` may run up to 1 ms before `w` ms have
+   * really passed since the reply arrived; without the slack a caller that sleeps exactly `waitMs` would
+   * come back a fraction of a token short.
+   */
+  timerSlackMs?: number;
+  /** Called with the error each time `failurePolicy: 'open'` turns a Redis failure into a full grant. */
+  onFailOpen?: (error: LimiterUnavailableError) => void;
+}
