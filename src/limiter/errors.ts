@@ -1,4 +1,4 @@
-import { argumentReply, ScriptArgumentError } from '../redis/script-errors.ts';
+import { mapScriptError, ScriptArgumentError } from '../redis/script-errors.ts';
 
 /**
  * A call to the limiter was malformed: a rate that is not a positive finite number, a capacity below 1,
@@ -40,10 +40,10 @@ export function toLimiterError(
   error: unknown,
   operation: LimiterUnavailableError['operation'],
 ): LimiterArgumentError | LimiterUnavailableError {
-  if (error instanceof LimiterArgumentError || error instanceof LimiterUnavailableError) return error;
-  const argument = argumentReply(error);
-  if (argument) return new LimiterArgumentError(argument.argument, argument.message);
-  return new LimiterUnavailableError(operation, error instanceof Error ? error.message : String(error), {
-    cause: error,
-  });
+  return mapScriptError(
+    error,
+    LimiterArgumentError,
+    LimiterUnavailableError,
+    (message, cause) => new LimiterUnavailableError(operation, message, { cause }),
+  );
 }

@@ -36,12 +36,22 @@ export class ScriptUnavailableError extends Error {
 const ARGUMENT_REPLY = /^AQUEDUCT_ARGUMENT (\S+) ([\s\S]*)$/;
 
 /**
- * The argument error a script replied with, as `{ argument, message }` (the message starts with the
- * argument's name), or undefined when `error` is anything else.
+ * Maps whatever a script call threw to a caller's typed errors: an `AQUEDUCT_ARGUMENT <argument>
+ * <message>` reply to `Argument` (the message starts with the argument's name), anything else (a
+ * connection error, a timeout, another error reply) to what `unavailable` makes of its message. An
+ * error that already is an `Argument` or an `Unavailable` passes through.
  */
-export function argumentReply(error: unknown): { argument: string; message: string } | undefined {
-  const match = ARGUMENT_REPLY.exec(error instanceof Error ? error.message : String(error));
-  return match ? { argument: match[1] as string, message: `${match[1]} ${match[2]}` } : undefined;
+export function mapScriptError<A extends Error, U extends Error>(
+  error: unknown,
+  Argument: new (argument: string, message: string) => A,
+  Unavailable: abstract new (...args: never[]) => U,
+  unavailable: (message: string, cause: unknown) => U,
+): A | U {
+  if (error instanceof Argument || error instanceof Unavailable) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const match = ARGUMENT_REPLY.exec(message);
+  if (match) return new Argument(match[1] as string, `${match[1]} ${match[2]}`);
+  return unavailable(message, error);
 }
 
 /**
@@ -52,10 +62,10 @@ export function toScriptError(
   error: unknown,
   script: ScriptName,
 ): ScriptArgumentError | ScriptUnavailableError {
-  if (error instanceof ScriptArgumentError || error instanceof ScriptUnavailableError) return error;
-  const argument = argumentReply(error);
-  if (argument) return new ScriptArgumentError(argument.argument, argument.message);
-  return new ScriptUnavailableError(script, error instanceof Error ? error.message : String(error), {
-    cause: error,
-  });
+  return mapScriptError(
+    error,
+    ScriptArgumentError,
+    ScriptUnavailableError,
+    (message, cause) => new ScriptUnavailableError(script, message, { cause }),
+  );
 }
