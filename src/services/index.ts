@@ -2,10 +2,12 @@ import { Redis } from 'ioredis';
 import { redactUrl } from '../redact.ts';
 import { SetupError } from './errors.ts';
 import { LocalKafka } from './kafka-local.ts';
+import { kafkaVersion } from './kafka-version.ts';
 import { LocalRedis } from './redis-local.ts';
 
 export { SetupError } from './errors.ts';
 export { LocalKafka } from './kafka-local.ts';
+export { DEFAULT_KAFKA_VERSION, kafkaVersion, TESTED_KAFKA_VERSIONS } from './kafka-version.ts';
 export { LocalRedis } from './redis-local.ts';
 
 /** Where a service came from. */
@@ -26,7 +28,10 @@ export interface Services {
 
 /** Options of {@link startServices}. */
 export interface StartServicesOptions {
-  /** The environment to read `KAFKA_BROKERS`, `REDIS_URL` and `AQUEDUCT_TEST_RUNTIME` from. */
+  /**
+   * The environment to read `KAFKA_BROKERS`, `REDIS_URL`, `AQUEDUCT_TEST_RUNTIME` and `KAFKA_VERSION`
+   * (the release of a broker started here) from.
+   */
   env?: NodeJS.ProcessEnv;
   /** Progress messages. */
   log?: (message: string) => void;
@@ -38,6 +43,8 @@ export interface StartServicesOptions {
  * 1. `KAFKA_BROKERS` (comma-separated host:port) and `REDIS_URL` when set: those are used as they are;
  * 2. else, with `AQUEDUCT_TEST_RUNTIME=containers` and a Docker engine: testcontainers starts them;
  * 3. else: a local Kafka broker from the Maven jars and a private `redis-server`, on free ports.
+ *
+ * A broker started here (2 or 3) runs the release `KAFKA_VERSION` names, by default the current 4.x one.
  *
  * Each service is decided on its own, so `REDIS_URL` alone still starts a local broker.
  */
@@ -78,12 +85,12 @@ export async function startServices(options: StartServicesOptions = {}): Promise
       kafkaBrokers = parseBrokers(env.KAFKA_BROKERS);
       kafkaSource = 'env';
     } else if (useContainers) {
-      const container = await startKafkaContainer();
+      const container = await startKafkaContainer(kafkaVersion(env));
       kafkaBrokers = container.brokers;
       stoppers.push(container.stop);
       kafkaSource = 'containers';
     } else {
-      localKafka = await LocalKafka.start({ log });
+      localKafka = await LocalKafka.start({ version: kafkaVersion(env), log });
       stoppers.push(() => localKafka?.stop() ?? Promise.resolve());
       kafkaBrokers = localKafka.brokers;
       kafkaSource = 'local';
@@ -150,9 +157,11 @@ async function startRedisContainer(): Promise<{ url: string; stop: () => Promise
   return { url: container.getConnectionUrl(), stop: async () => void (await container.stop()) };
 }
 
-async function startKafkaContainer(): Promise<{ brokers: string[]; stop: () => Promise<void> }> {
+async function startKafkaContainer(
+  version: string,
+): Promise<{ brokers: string[]; stop: () => Promise<void> }> {
   const { KafkaContainer } = await import('@testcontainers/kafka').catch(noContainers);
-  const container = await new KafkaContainer('apache/kafka:3.9.1').withKraft().start().catch(noDocker);
+  const container = await new KafkaContainer(`apache/kafka:${version}`).withKraft().start().catch(noDocker);
   return {
     brokers: [`${container.getHost()}:${container.getMappedPort(9093)}`],
     stop: async () => void (await container.stop()),

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import getPort from 'get-port';
 import { createKafka } from '../kafka/client.ts';
 import { SetupError } from './errors.ts';
+import { kafkaLogging, kafkaVersion } from './kafka-version.ts';
 import { assertPortFree } from './ports.ts';
 import { spawnTied, type TiedProcess, which } from './process.ts';
 
@@ -17,6 +18,8 @@ const POM = join(KAFKA_DIR, 'pom.xml');
 
 /** Options of {@link LocalKafka.start}. */
 export interface LocalKafkaOptions {
+  /** Kafka release to run, e.g. `3.9.1`. Default: `KAFKA_VERSION`, else the default 4.x release. */
+  version?: string;
   /** Client port of the broker. Default: a free port. */
   port?: number;
   /** Controller (KRaft quorum) port. Default: a free port. */
@@ -46,9 +49,12 @@ export interface LocalKafkaOptions {
 /**
  * A real Apache Kafka broker (single node, KRaft: broker and controller in one process) run from the
  * Maven Central jars. The jars are fetched once into Maven's local repository, which every clone of
- * this project and every later run reuses; the resolved classpath is remembered in ~/.cache/aqueduct.
+ * this project and every later run reuses; the resolved classpath is remembered in ~/.cache/aqueduct,
+ * one file per broker version.
  */
 export class LocalKafka {
+  /** The Kafka release this broker runs. */
+  readonly version: string;
   readonly brokers: string[];
   readonly logFile: string;
   private process: TiedProcess;
@@ -57,12 +63,14 @@ export class LocalKafka {
   private readonly launch: { java: string; args: string[]; readyTimeoutMs: number };
 
   private constructor(
+    version: string,
     brokers: string[],
     logFile: string,
     process: TiedProcess,
     ownedDataDir: string | undefined,
     launch: { java: string; args: string[]; readyTimeoutMs: number },
   ) {
+    this.version = version;
     this.brokers = brokers;
     this.logFile = logFile;
     this.process = process;
@@ -79,7 +87,8 @@ export class LocalKafka {
         'install a JDK 17 or newer (Debian: apt-get install openjdk-17-jre-headless), or set KAFKA_BROKERS to use a broker you already run.',
       );
     }
-    const classpath = await kafkaClasspath(log);
+    const version = options.version ?? kafkaVersion();
+    const classpath = await kafkaClasspath(version, log);
 
     const port = options.port ?? (await getPort({ host: '127.0.0.1' }));
     const controllerPort = options.controllerPort ?? (await getPort({ host: '127.0.0.1', exclude: [port] }));
@@ -103,7 +112,7 @@ export class LocalKafka {
       '-XX:+UseSerialGC',
       '-XX:TieredStopAtLevel=1',
       '-Djava.awt.headless=true',
-      `-Dlog4j.configuration=file:${join(KAFKA_DIR, 'log4j.properties')}`,
+      loggingConfig(version),
       '-cp',
       classpath,
     ];
@@ -128,14 +137,20 @@ export class LocalKafka {
     const proc = spawnTied(java, args, logFile);
     const brokers = [`127.0.0.1:${port}`];
     const readyTimeoutMs = options.readyTimeoutMs ?? 90_000;
-    const kafka = new LocalKafka(brokers, logFile, proc, ownedDataDir, { java, args, readyTimeoutMs });
+    const kafka = new LocalKafka(version, brokers, logFile, proc, ownedDataDir, {
+      java,
+      args,
+      readyTimeoutMs,
+    });
     try {
       await kafka.waitUntilReady(readyTimeoutMs);
     } catch (error) {
       await kafka.stop();
       throw error;
     }
-    log(`Kafka ${brokers[0]} ready in ${((Date.now() - started) / 1000).toFixed(1)} s (log: ${logFile})`);
+    log(
+      `Kafka ${version} ${brokers[0]} ready in ${((Date.now() - started) / 1000).toFixed(1)} s (log: ${logFile})`,
+    );
     return kafka;
   }
 
@@ -257,16 +272,30 @@ function kafkaClusterId(): string {
   }
 }
 
+/** The JVM flag pointing the broker's logging at its configuration in kafka/. */
+function loggingConfig(version: string): string {
+  const logging = kafkaLogging(version);
+  return `-D${logging.configProperty}=file:${join(KAFKA_DIR, logging.configFile)}`;
+}
+
 /**
- * The JVM classpath of the Kafka broker, resolved by Maven from kafka/pom.xml. Maven's local
- * repository is the jar cache; ~/.cache/aqueduct remembers the resolved list (keyed by the pom's hash)
- * so that a start needs no Maven at all once the jars are there.
+ * The JVM classpath of a Kafka broker version, resolved by Maven from kafka/pom.xml. Maven's local
+ * repository is the jar cache; ~/.cache/aqueduct remembers the resolved list (one file per version,
+ * keyed by the pom's hash) so that a start needs no Maven at all once the jars are there.
  */
-export async function kafkaClasspath(log: (message: string) => void = () => {}): Promise<string> {
+export async function kafkaClasspath(
+  version: string,
+  log: (message: string) => void = () => {},
+): Promise<string> {
+  const { mavenProfile } = kafkaLogging(version);
   const pom = await readFile(POM);
-  const key = createHash('sha256').update(pom).digest('hex').slice(0, 16);
+  const key = createHash('sha256')
+    .update(pom)
+    .update(`\0${version}\0${mavenProfile}`)
+    .digest('hex')
+    .slice(0, 16);
   const cacheDir = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'aqueduct');
-  const cacheFile = join(cacheDir, `kafka-classpath-${key}.txt`);
+  const cacheFile = join(cacheDir, `kafka-classpath-${version}-${key}.txt`);
   if (existsSync(cacheFile)) {
     const cached = (await readFile(cacheFile, 'utf8')).trim();
     if (cached.split(':').every((jar) => existsSync(jar))) return cached;
@@ -280,18 +309,21 @@ export async function kafkaClasspath(log: (message: string) => void = () => {}):
   }
   await mkdir(cacheDir, { recursive: true });
   const outFile = `${cacheFile}.${process.pid}.tmp`;
-  const goal = ['-B', '-q', '-f', POM, 'dependency:build-classpath', `-Dmdep.outputFile=${outFile}`];
+  const goal = [
+    ...['-B', '-q', '-f', POM, 'dependency:build-classpath', `-Dmdep.outputFile=${outFile}`],
+    ...[`-Dkafka.version=${version}`, `-Dkafka.logging=${mavenProfile}`],
+  ];
   try {
     // Offline first: after the first fetch everything is in the local repository.
     await run(mvn, ['-o', ...goal]);
   } catch {
-    log('Fetching the Kafka broker jars with Maven (once; about 50 MB)…');
+    log(`Fetching the Kafka ${version} broker jars with Maven (once; about 50 MB)…`);
     try {
       await run(mvn, goal);
     } catch (error) {
       throw new SetupError(
-        `Maven could not fetch the Kafka jars: ${(error as Error).message.split('\n').slice(0, 8).join('\n')}`,
-        'check that Maven can reach its central repository (proxy settings in ~/.m2/settings.xml), or set KAFKA_BROKERS to use a broker you already run.',
+        `Maven could not fetch the Kafka ${version} jars: ${(error as Error).message.split('\n').slice(0, 8).join('\n')}`,
+        'check that KAFKA_VERSION (if set) names a released Kafka version and that Maven can reach its central repository (proxy settings in ~/.m2/settings.xml), or set KAFKA_BROKERS to use a broker you already run.',
         { cause: error },
       );
     }

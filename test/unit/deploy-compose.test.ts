@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { Ajv } from 'ajv';
 import { DCLinter } from 'dclint';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_KAFKA_VERSION } from '../../src/services/kafka-version.ts';
 import {
   arrayAt,
   at,
@@ -176,9 +177,9 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('runs Kafka from the official image in KRaft mode, advertised where the services look for it', () => {
+  it('runs Kafka from the official image of the default broker release in KRaft mode, advertised where the services look for it', () => {
     const kafka = services.kafka;
-    expect(at(kafka, 'image')).toBe('apache/kafka:3.9.1');
+    expect(at(kafka, 'image')).toBe(`apache/kafka:${DEFAULT_KAFKA_VERSION}`);
     const environment = environmentOf(kafka);
     expect(environment.KAFKA_PROCESS_ROLES).toBe('broker,controller');
     const advertised = (environment.KAFKA_ADVERTISED_LISTENERS ?? '')
