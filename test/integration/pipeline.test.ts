@@ -31,12 +31,14 @@ describe('the consumer pipeline (real Kafka, Redis, simulators, consumer process
     // Configured as docs/configuration.md, "Choosing the limits", says: Aqueduct's burst leaves
     // consumers × send concurrency (2 × 125) of the provider's unused, the most the fleet can hold
     // granted but unsent.
-    // (The rate keeps a wide margin too: this test asserts on Redis calls, not on the envelope.)
+    // (The rate keeps a wide margin too: this test asserts on Redis calls, not on the envelope.) The
+    // rate is one that two consumers exceed even on a loaded machine, so the bucket runs dry and
+    // partitions pause.
     rig = await startRig({
       partitions: 4,
-      rate: 300,
-      burst: 300,
-      simulator: { rate: 400, burst: 550 },
+      rate: 200,
+      burst: 200,
+      simulator: { rate: 300, burst: 450 },
       env: { AQUEDUCT_SEND_CONCURRENCY: '125' },
     });
     const published = await publish(rig, 2400, 0.01);
