@@ -113,6 +113,7 @@ export async function runGatewayBench(options: GatewayBenchOptions): Promise<Gat
     AQUEDUCT_REDIS_PREFIX: `bench-gw-${randomUUID().slice(0, 8)}`,
     AQUEDUCT_TOPIC: topic,
     AQUEDUCT_GATEWAY_PORT: '0',
+    AQUEDUCT_GATEWAY_ADMIN_PORT: '0',
     AQUEDUCT_GATEWAY_HOST: '127.0.0.1',
     AQUEDUCT_GATEWAY_API_KEYS: JSON.stringify({
       [hashApiKey(KEYS.bench)]: 'bench',

@@ -9,6 +9,7 @@ import { LimiterUnavailableError } from '../limiter/index.ts';
 import type { Logger } from '../log.ts';
 import { type Admission, policyHeaders, rateLimitHeaders, type TenantAdmission } from './admission.ts';
 import type { ApiKeys } from './api-keys.ts';
+import type { TenantLimit } from './config.ts';
 import { prepareBody } from './events.ts';
 import { KafkaUnavailableError } from './kafka-unavailable.ts';
 import type { GatewayMetrics } from './metrics.ts';
@@ -29,49 +30,102 @@ export interface GatewayAppOptions {
   apiKeys: ApiKeys;
   metrics: GatewayMetrics;
   logger: Logger;
-  /** `/readyz` answers 200 only while this returns true. */
-  isReady: () => boolean;
   /** Most events per request (413 beyond). */
   maxBatch: number;
   /** Largest body in bytes (413 beyond). */
   maxBodyBytes: number;
   /** Retry-After of a 503 (seconds). */
   retryAfterSeconds: number;
-  /** Version shown in the OpenAPI document. */
-  version: string;
+  /** How long slow clients may hold a connection (defaults: those of {@link DEFAULT_CONNECTION_LIMITS}). */
+  connections?: Partial<ConnectionLimits>;
   /** Makes the id of an event that has none (default: a random UUID). */
   newId?: () => string;
+}
+
+/** What bounds a client's hold on the server: every timeout in milliseconds. */
+export interface ConnectionLimits {
+  /** Headers and body must all have arrived within this time (408 and closed otherwise). */
+  requestTimeoutMs: number;
+  /** Headers must all have arrived within this time (closed otherwise). */
+  headersTimeoutMs: number;
+  /** An idle kept-alive connection is closed after this time. */
+  keepAliveTimeoutMs: number;
+  /** A connection with no traffic at all is closed after this time. */
+  connectionTimeoutMs: number;
+  /** Most open connections; further ones are closed at once. */
+  maxConnections: number;
+}
+
+/** The settings' defaults (AQUEDUCT_GATEWAY_*_TIMEOUT_MS, AQUEDUCT_GATEWAY_MAX_CONNECTIONS). */
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
+  requestTimeoutMs: 20_000,
+  headersTimeoutMs: 10_000,
+  keepAliveTimeoutMs: 5_000,
+  connectionTimeoutMs: 30_000,
+  maxConnections: 4096,
+};
+
+/**
+ * A fastify instance whose server drops slow and idle clients: Node checks the header and request
+ * deadlines only every `connectionsCheckingInterval` (30 s by default), so the check runs often enough
+ * for a deadline to be kept within a fraction of itself.
+ */
+export function boundedFastify(
+  limits: Partial<ConnectionLimits>,
+  options: { bodyLimit?: number } = {},
+): FastifyInstance {
+  const l = { ...DEFAULT_CONNECTION_LIMITS, ...limits };
+  const app = Fastify({
+    logger: false,
+    return503OnClosing: true,
+    ...options,
+    requestTimeout: l.requestTimeoutMs,
+    keepAliveTimeout: l.keepAliveTimeoutMs,
+    connectionTimeout: l.connectionTimeoutMs,
+    http: {
+      headersTimeout: l.headersTimeoutMs,
+      requestTimeout: l.requestTimeoutMs,
+      connectionsCheckingInterval: Math.max(
+        50,
+        Math.min(1000, Math.floor(Math.min(l.headersTimeoutMs, l.requestTimeoutMs) / 4)),
+      ),
+    },
+  });
+  app.server.maxConnections = l.maxConnections;
+  return app;
 }
 
 /** A JSON error answer: a machine-readable kind and a message that names the problem. */
 interface ErrorBody {
   error: string;
   message: string;
+  /** The request's event ids, on a 503 (a retry with the same ids is safe). */
+  ids?: string[];
 }
 
 const INGEST = '/v1/notifications';
 
+/** A refusal answered before the body is read: the connection is closed so the unread body costs nothing. */
+const BEFORE_BODY = { connection: 'close' };
+
 /**
- * The gateway's HTTP app (not yet listening): `POST /v1/notifications`, `/openapi.json`, `/healthz`,
- * `/readyz` and `/metrics`, all on one port. Order of checks for an ingest request: API key (401, before
- * the body is even read), body size and JSON (413/415/400), the events (400/403/413), the tenant's
- * admission bucket (429), Kafka (503). Every answer to a known tenant with a limit carries the
- * `RateLimit` and `RateLimit-Policy` fields.
+ * The gateway's API app (not yet listening): `POST /v1/notifications` and nothing else (the admin routes
+ * are {@link buildAdminApp}'s, on their own port). Order of checks for an ingest request: API key (401),
+ * one admission unit of the tenant's bucket for the request itself (429), both before the body is even
+ * read; then body size and JSON (413/415/400), the events (400/403/413), the rest of the events'
+ * admission units (429), Kafka (503). So an invalid or oversize request costs its tenant a unit like
+ * any other, and a tenant flooding them is throttled. Every answer to a known tenant with a limit
+ * carries the `RateLimit` and `RateLimit-Policy` fields.
  */
 export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
   const { sink, admission, apiKeys, metrics, logger } = options;
-  const app = Fastify({ logger: false, bodyLimit: options.maxBodyBytes, return503OnClosing: true });
+  const app = boundedFastify(options.connections ?? {}, { bodyLimit: options.maxBodyBytes });
   // Only JSON is an event; fastify would otherwise hand a text/plain body over as a string.
   app.removeContentTypeParser('text/plain');
   const tenants = new WeakMap<FastifyRequest, string>();
   const started = new WeakMap<FastifyRequest, bigint>();
-  const document = openApiDocument({
-    version: options.version,
-    maxBatch: options.maxBatch,
-    maxBodyBytes: options.maxBodyBytes,
-  });
 
-  /** The rate-limit fields of a tenant's answer that spent nothing (reads the bucket). */
+  /** The rate-limit fields of a tenant's answer that spent nothing more (reads the bucket). */
   const currentLimitHeaders = async (tenant: string | undefined): Promise<Record<string, string>> => {
     if (tenant === undefined) return {};
     try {
@@ -98,7 +152,32 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
     return reply.code(status).headers(headers).send(body);
   };
 
-  // Authentication first: an unknown caller learns nothing about the body rules and costs no parsing.
+  const limiterUnavailable = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    tenant: string,
+    error: LimiterUnavailableError,
+    events: number,
+    onAnswer: (status: number, body: ErrorBody) => void = () => {},
+  ): FastifyReply => {
+    logger.warn(
+      { err: { name: error.name, message: error.message } },
+      'admission limiter unavailable; answering 503',
+    );
+    metrics.eventsRefused.inc({ reason: 'limiter-unavailable' }, events);
+    const body = {
+      error: 'unavailable',
+      message: 'the admission limiter cannot be reached; nothing was accepted',
+    };
+    onAnswer(503, body);
+    return answer(request, reply, 503, body, {
+      ...policyHeaders(admission.limitOf(tenant)),
+      'retry-after': options.retryAfterSeconds,
+    });
+  };
+
+  // Authentication first, then the request's own admission unit: an unknown caller learns nothing
+  // about the body rules, and neither it nor a throttled tenant costs any reading or parsing.
   app.addHook('onRequest', async (request, reply) => {
     if (request.routeOptions.url !== INGEST) return;
     started.set(request, process.hrtime.bigint());
@@ -109,12 +188,27 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
         reply,
         401,
         { error: 'unauthorized', message: auth.message },
-        {
-          'www-authenticate': 'Bearer realm="aqueduct"',
-        },
+        { 'www-authenticate': 'Bearer realm="aqueduct"', ...BEFORE_BODY },
       );
     }
-    tenants.set(request, auth.tenant);
+    const tenant = auth.tenant;
+    tenants.set(request, tenant);
+    let admitted: Admission;
+    try {
+      admitted = await admission.admit(tenant, 1);
+    } catch (error) {
+      if (!(error instanceof LimiterUnavailableError)) throw error;
+      reply.headers(BEFORE_BODY);
+      return limiterUnavailable(request, reply, tenant, error, 1);
+    }
+    if (admitted.kind === 'throttled') {
+      metrics.eventsRefused.inc({ reason: 'throttled' }, 1);
+      return answer(request, reply, 429, throttledBody(tenant, admitted.limit, admitted.retryAfterSeconds), {
+        ...rateLimitHeaders(admitted),
+        'retry-after': admitted.retryAfterSeconds,
+        ...BEFORE_BODY,
+      });
+    }
   });
 
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
@@ -191,42 +285,35 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
     }
     const events = prepared.events;
 
-    let admitted: Admission;
-    try {
-      admitted = await admission.admit(tenant, events.length);
-    } catch (error) {
-      if (!(error instanceof LimiterUnavailableError)) throw error;
-      logger.warn(
-        { err: { name: error.name, message: error.message } },
-        'admission limiter unavailable; answering 503',
-      );
-      return respond(
-        503,
-        { error: 'unavailable', message: 'the admission limiter cannot be reached; nothing was accepted' },
-        { ...policyHeaders(admission.limitOf(tenant)), 'retry-after': options.retryAfterSeconds },
-        { reason: 'limiter-unavailable', events: events.length },
-      );
-    }
-    const limitHeaders = rateLimitHeaders(admitted);
-    if (admitted.kind === 'too-large') {
+    const limit = admission.limitOf(tenant);
+    if (limit !== null && events.length > limit.burst) {
       return respond(
         413,
         {
           error: 'batch-above-burst',
-          message: `events: ${events.length} events in one request, more than tenant "${tenant}" may send at once (${admitted.limit.burst}); split the batch`,
+          message: `events: ${events.length} events in one request, more than tenant "${tenant}" may send at once (${limit.burst}); split the batch`,
         },
-        limitHeaders,
+        await currentLimitHeaders(tenant),
         { reason: 'batch-above-burst', events: events.length },
       );
     }
-    if (admitted.kind === 'throttled') {
+    // The request's first unit was taken at the door; the rest of its events now.
+    let admitted: Admission;
+    try {
+      admitted = await admission.admit(tenant, events.length - 1);
+    } catch (error) {
+      if (!(error instanceof LimiterUnavailableError)) throw error;
+      return limiterUnavailable(request, reply, tenant, error, events.length, (status, body) =>
+        endRequestTrace(requestTrace, status, { 'aqueduct.error': body.error }),
+      );
+    }
+    const limitHeaders = rateLimitHeaders(admitted);
+    if (admitted.kind === 'throttled' || admitted.kind === 'too-large') {
+      const retryAfter = admitted.kind === 'throttled' ? admitted.retryAfterSeconds : 1;
       return respond(
         429,
-        {
-          error: 'throttled',
-          message: `tenant "${tenant}" is above its limit of ${admitted.limit.rate} events/s (burst ${admitted.limit.burst}); retry after ${admitted.retryAfterSeconds} s`,
-        },
-        { ...limitHeaders, 'retry-after': admitted.retryAfterSeconds },
+        throttledBody(tenant, admitted.limit, retryAfter),
+        { ...limitHeaders, 'retry-after': retryAfter },
         { reason: 'throttled', events: events.length },
       );
     }
@@ -252,22 +339,67 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
       }
     } catch (error) {
       if (!(error instanceof KafkaUnavailableError)) throw error;
-      // Nothing was accepted, so the tenant is not charged for it.
-      if (admitted.kind === 'admitted') await admission.giveBack(tenant, events.length).catch(() => {});
+      // Not acknowledged, so the tenant is not charged for the events (the request's own unit stays spent).
+      if (admitted.kind === 'admitted') await admission.giveBack(tenant, events.length - 1).catch(() => {});
+      const ids = events.map((event) => event.id);
       return respond(
         503,
-        {
-          error: 'unavailable',
-          message: 'Kafka did not acknowledge the events in time; nothing was accepted',
-        },
+        error.outcomeUnknown
+          ? {
+              error: 'outcome-unknown',
+              message:
+                'Kafka did not acknowledge the events in time: they may or may not have been written. Retrying with the same event ids (listed in ids) is safe: an id is pushed at most once',
+              ids,
+            }
+          : {
+              error: 'unavailable',
+              message: 'Kafka could not be reached; nothing was written. Retry after Retry-After',
+              ids,
+            },
         { ...limitHeaders, 'retry-after': options.retryAfterSeconds },
-        { reason: 'kafka-unavailable', events: events.length },
+        {
+          reason: error.outcomeUnknown ? 'kafka-outcome-unknown' : 'kafka-unavailable',
+          events: events.length,
+        },
       );
     }
     metrics.eventsAccepted.inc(events.length);
     return respond(202, { ids: events.map((event) => event.id) }, limitHeaders);
   });
+  return app;
+}
 
+/** The 429 body of a throttled tenant. */
+function throttledBody(tenant: string, limit: TenantLimit, retryAfterSeconds: number): ErrorBody {
+  return {
+    error: 'throttled',
+    message: `tenant "${tenant}" is above its limit of ${limit.rate} events/s (burst ${limit.burst}); retry after ${retryAfterSeconds} s`,
+  };
+}
+
+/** What {@link buildAdminApp} serves. */
+export interface AdminAppOptions {
+  metrics: GatewayMetrics;
+  /** `/readyz` answers 200 only while this returns true. */
+  isReady: () => boolean;
+  /** Version shown in the OpenAPI document. */
+  version: string;
+  maxBatch: number;
+  maxBodyBytes: number;
+}
+
+/**
+ * The gateway's admin app, on a port of its own that callers never reach (the Kubernetes Service does
+ * not expose it): `/openapi.json`, `/healthz`, `/readyz` and `/metrics`, none behind an API key.
+ */
+export function buildAdminApp(options: AdminAppOptions): FastifyInstance {
+  const { metrics } = options;
+  const app = boundedFastify({});
+  const document = openApiDocument({
+    version: options.version,
+    maxBatch: options.maxBatch,
+    maxBodyBytes: options.maxBodyBytes,
+  });
   app.get('/openapi.json', async (_request, reply) => reply.send(document));
   app.get('/healthz', async (_request, reply) => reply.send({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {

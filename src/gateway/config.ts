@@ -122,8 +122,40 @@ export const gatewayConfigSchema = configSchema
       .min(0)
       .max(65535)
       .default(8080)
-      .describe('Port of the API, /openapi.json, /healthz, /readyz and /metrics (0: a free port).'),
-    AQUEDUCT_GATEWAY_HOST: z.string().min(1).default('0.0.0.0').describe('Address the gateway listens on.'),
+      .describe('Port of the API, `POST /v1/notifications`, and nothing else (0: a free port).'),
+    AQUEDUCT_GATEWAY_ADMIN_PORT: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(65535)
+      .default(9465)
+      .describe(
+        'Port of /openapi.json, /healthz, /readyz and /metrics (0: a free port): for probes and Prometheus, never exposed to callers.',
+      ),
+    AQUEDUCT_GATEWAY_HOST: z
+      .string()
+      .min(1)
+      .default('0.0.0.0')
+      .describe('Address the gateway listens on (both ports).'),
+    AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS: positiveInt
+      .default(20_000)
+      .describe(
+        'A request whose headers and body have not all arrived within this time is answered 408 and its connection closed (slow clients hold no socket longer).',
+      ),
+    AQUEDUCT_GATEWAY_HEADERS_TIMEOUT_MS: positiveInt
+      .default(10_000)
+      .describe(
+        'A request whose headers have not all arrived within this time gets its connection closed; at most AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS.',
+      ),
+    AQUEDUCT_GATEWAY_KEEP_ALIVE_TIMEOUT_MS: positiveInt
+      .default(5_000)
+      .describe('A kept-alive connection with no new request within this time is closed.'),
+    AQUEDUCT_GATEWAY_CONNECTION_TIMEOUT_MS: positiveInt
+      .default(30_000)
+      .describe('A connection on which nothing is sent or received for this long is closed.'),
+    AQUEDUCT_GATEWAY_MAX_CONNECTIONS: positiveInt
+      .default(4096)
+      .describe('Most open connections to the API port; further ones are closed at once.'),
     AQUEDUCT_GATEWAY_API_KEYS: jsonObject(apiKeyMap)
       .optional()
       .describe(
@@ -148,6 +180,10 @@ export const gatewayConfigSchema = configSchema
     AQUEDUCT_GATEWAY_RETRY_AFTER_SECONDS: positiveInt
       .default(2)
       .describe('Retry-After of a 503 while Kafka (or Redis) cannot be reached.'),
+  })
+  .refine((c) => c.AQUEDUCT_GATEWAY_HEADERS_TIMEOUT_MS <= c.AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS, {
+    path: ['AQUEDUCT_GATEWAY_HEADERS_TIMEOUT_MS'],
+    message: 'must not be larger than AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS',
   });
 
 export type GatewayConfig = z.output<typeof gatewayConfigSchema>;

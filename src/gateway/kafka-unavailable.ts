@@ -4,8 +4,14 @@ export class KafkaUnavailableError extends Error {
   readonly retriable = true;
   /** The topic written to. */
   readonly topic: string;
-  constructor(topic: string, message: string, options?: { cause?: unknown }) {
+  /**
+   * True when the events were sent and no answer came in time: the broker may have written them all the
+   * same. False when they were never sent (no connection, or still queued at the deadline).
+   */
+  readonly outcomeUnknown: boolean;
+  constructor(topic: string, message: string, options?: { cause?: unknown; outcomeUnknown?: boolean }) {
     super(`Kafka write to ${topic} failed: ${message}`, options);
     this.topic = topic;
+    this.outcomeUnknown = options?.outcomeUnknown ?? false;
   }
 }

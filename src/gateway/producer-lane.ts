@@ -162,6 +162,8 @@ export class ProducerLane {
     const deadline = Math.min(...batch.map((p) => p.deadline));
     let producer: Producer | null = null;
     let timer: NodeJS.Timeout | undefined;
+    // Once the produce request is out, a failure cannot tell whether the broker wrote it.
+    let sending = false;
     try {
       const expired = new Promise<never>((_, reject) => {
         timer = setTimeout(
@@ -171,6 +173,7 @@ export class ProducerLane {
         );
       });
       producer = await Promise.race([this.connectedProducer(), expired]);
+      sending = true;
       await Promise.race([
         producer.send({ topic: this.topic, messages, acks: -1, timeout: this.timeoutMs }),
         expired,
@@ -187,10 +190,13 @@ export class ProducerLane {
         ok: true,
       });
     } catch (error) {
-      const failure =
+      const failure = new KafkaUnavailableError(
+        this.topic,
         error instanceof KafkaUnavailableError
-          ? error
-          : new KafkaUnavailableError(this.topic, summary(error).message, { cause: error });
+          ? error.message.replace(/^Kafka write to .*? failed: /, '')
+          : summary(error).message,
+        { cause: error, outcomeUnknown: sending },
+      );
       this.healthy = false;
       if (producer) this.retire(producer);
       this.logger?.warn(

@@ -8,16 +8,19 @@ import { createLogger, type Logger } from '../log.ts';
 import { createRedis } from '../redis/client.ts';
 import { TenantAdmission } from './admission.ts';
 import { ApiKeys } from './api-keys.ts';
-import { buildGatewayApp } from './app.ts';
+import { buildAdminApp, buildGatewayApp } from './app.ts';
 import { apiKeyHashes, defaultTenantLimit, type GatewayConfig, tenantLimitOverrides } from './config.ts';
 import { KafkaWriter } from './kafka-writer.ts';
 import { GatewayMetrics } from './metrics.ts';
 
 /** A running gateway. */
 export interface Gateway {
-  /** `http://host:port` it listens on. */
+  /** `http://host:port` of the API. */
   url: string;
   port: number;
+  /** `http://host:port` of the admin routes (/openapi.json, /healthz, /readyz, /metrics). */
+  adminUrl: string;
+  adminPort: number;
   /** True while Kafka (and Redis, when tenants are limited) are reachable. */
   readonly ready: boolean;
   metrics: GatewayMetrics;
@@ -43,7 +46,8 @@ const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.ur
 
 /**
  * Starts everything `aqueduct serve` runs: a Kafka writer (idempotent producer), the admission limiter on
- * Redis (only connected when some tenant has a limit) and the HTTP app on AQUEDUCT_GATEWAY_PORT.
+ * Redis (only connected when some tenant has a limit), the API on AQUEDUCT_GATEWAY_PORT and the admin
+ * routes on AQUEDUCT_GATEWAY_ADMIN_PORT.
  * Starts even when Kafka is down (answering 503 and not ready until it is reachable).
  * @throws ConfigError when no API key is configured
  */
@@ -108,14 +112,32 @@ export async function startGateway(
     apiKeys,
     metrics,
     logger,
-    isReady,
     maxBatch: config.AQUEDUCT_GATEWAY_MAX_BATCH,
     maxBodyBytes: config.AQUEDUCT_GATEWAY_MAX_BODY_BYTES,
     retryAfterSeconds: config.AQUEDUCT_GATEWAY_RETRY_AFTER_SECONDS,
-    version: pkg.version,
+    connections: {
+      requestTimeoutMs: config.AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS,
+      headersTimeoutMs: config.AQUEDUCT_GATEWAY_HEADERS_TIMEOUT_MS,
+      keepAliveTimeoutMs: config.AQUEDUCT_GATEWAY_KEEP_ALIVE_TIMEOUT_MS,
+      connectionTimeoutMs: config.AQUEDUCT_GATEWAY_CONNECTION_TIMEOUT_MS,
+      maxConnections: config.AQUEDUCT_GATEWAY_MAX_CONNECTIONS,
+    },
     ...(options.newId ? { newId: options.newId } : {}),
   });
+  const admin = buildAdminApp({
+    metrics,
+    isReady,
+    version: pkg.version,
+    maxBatch: config.AQUEDUCT_GATEWAY_MAX_BATCH,
+    maxBodyBytes: config.AQUEDUCT_GATEWAY_MAX_BODY_BYTES,
+  });
   try {
+    await listenOrExplain(
+      'AQUEDUCT_GATEWAY_ADMIN_PORT',
+      config.AQUEDUCT_GATEWAY_ADMIN_PORT,
+      config.AQUEDUCT_GATEWAY_HOST,
+      () => admin.listen({ port: config.AQUEDUCT_GATEWAY_ADMIN_PORT, host: config.AQUEDUCT_GATEWAY_HOST }),
+    );
     await listenOrExplain(
       'AQUEDUCT_GATEWAY_PORT',
       config.AQUEDUCT_GATEWAY_PORT,
@@ -124,16 +146,17 @@ export async function startGateway(
     );
   } catch (error) {
     await app.close();
+    await admin.close();
     await writer.close();
     redis?.disconnect();
     throw error;
   }
-  const address = app.server.address() as AddressInfo;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${address.port}`;
+  const url = urlOf(app.server.address() as AddressInfo);
+  const adminUrl = urlOf(admin.server.address() as AddressInfo);
   logger.info(
     {
       url,
+      adminUrl,
       topic: config.AQUEDUCT_TOPIC,
       apiKeys: apiKeys.size,
       defaultTenantLimit: defaultLimit,
@@ -143,7 +166,9 @@ export async function startGateway(
   );
   return {
     url,
-    port: address.port,
+    port: (app.server.address() as AddressInfo).port,
+    adminUrl,
+    adminPort: (admin.server.address() as AddressInfo).port,
     get ready() {
       return isReady();
     },
@@ -152,7 +177,13 @@ export async function startGateway(
       closing = true;
       await app.close();
       await writer.close();
+      await admin.close();
       redis?.disconnect();
     },
   };
+}
+
+function urlOf(address: AddressInfo): string {
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${address.port}`;
 }

@@ -55,6 +55,7 @@ export async function startTestGateway(options: TestGatewayOptions): Promise<Tes
     AQUEDUCT_REDIS_PREFIX: prefix,
     AQUEDUCT_TOPIC: topic,
     AQUEDUCT_GATEWAY_PORT: '0',
+    AQUEDUCT_GATEWAY_ADMIN_PORT: '0',
     AQUEDUCT_GATEWAY_HOST: '127.0.0.1',
     AQUEDUCT_GATEWAY_API_KEYS: JSON.stringify(
       Object.fromEntries(Object.entries(options.keys).map(([key, tenant]) => [hashApiKey(key), tenant])),
@@ -121,7 +122,13 @@ const CLI = fileURLToPath(new URL('../../bin/aqueduct.js', import.meta.url));
 /** Spawns `node bin/aqueduct.js serve` on a free port and waits until it listens. */
 export async function spawnGateway(env: Record<string, string>): Promise<GatewayProcess> {
   const child = spawn(process.execPath, [CLI, 'serve'], {
-    env: { ...process.env, AQUEDUCT_GATEWAY_PORT: '0', AQUEDUCT_GATEWAY_HOST: '127.0.0.1', ...env },
+    env: {
+      ...process.env,
+      AQUEDUCT_GATEWAY_PORT: '0',
+      AQUEDUCT_GATEWAY_ADMIN_PORT: '0',
+      AQUEDUCT_GATEWAY_HOST: '127.0.0.1',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const ensureGone = () => child.kill('SIGKILL');

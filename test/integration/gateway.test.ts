@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import getPort from 'get-port';
@@ -200,22 +201,81 @@ describe('gateway on real Kafka and Redis', () => {
     expect(foreign.body.message).toMatch(/^events\[1\]\.tenant: this API key belongs to tenant "globex"/);
   });
 
-  it('serves a valid OpenAPI 3.1 document, health, readiness and metrics on the same port', async () => {
-    const document = (await (await fetch(`${gw.gateway.url}/openapi.json`)).json()) as Record<
-      string,
-      unknown
-    >;
+  it('serves a valid OpenAPI 3.1 document, health, readiness and metrics on the admin port, and none of them on the API port', async () => {
+    const admin = gw.gateway.adminUrl;
+    expect(gw.gateway.adminPort).not.toBe(gw.gateway.port);
+    const document = (await (await fetch(`${admin}/openapi.json`)).json()) as Record<string, unknown>;
     expect(document.openapi).toBe('3.1.0');
     expect((await new Validator().validate(document)).valid).toBe(true);
-    expect(await (await fetch(`${gw.gateway.url}/healthz`)).json()).toEqual({ status: 'ok' });
-    const ready = await fetch(`${gw.gateway.url}/readyz`);
+    expect(await (await fetch(`${admin}/healthz`)).json()).toEqual({ status: 'ok' });
+    const ready = await fetch(`${admin}/readyz`);
     expect(ready.status).toBe(200);
-    const metrics = await (await fetch(`${gw.gateway.url}/metrics`)).text();
+    const metrics = await (await fetch(`${admin}/metrics`)).text();
     expect(metrics).toMatch(/^aqueduct_gateway_events_accepted_total \d+/m);
     expect(metrics).toMatch(/^aqueduct_gateway_requests_total\{status="429"\} [1-9]/m);
     expect(metrics).toMatch(/^aqueduct_gateway_kafka_write_duration_seconds_count\{outcome="ok"\} [1-9]/m);
+    for (const path of ['/openapi.json', '/healthz', '/readyz', '/metrics']) {
+      expect((await fetch(`${gw.gateway.url}${path}`)).status, path).toBe(404);
+    }
+    expect((await fetch(`${admin}/v1/notifications`, { method: 'POST' })).status).toBe(404);
   });
 
+  it('charges a unit per request before reading the body: a tenant flooding invalid requests gets 429s', async () => {
+    const flood = await startTestGateway({
+      keys: { [ACME]: 'acme' },
+      env: {
+        AQUEDUCT_TENANT_RATE: '2',
+        AQUEDUCT_TENANT_BURST: '10',
+        AQUEDUCT_GATEWAY_MAX_BODY_BYTES: '1024',
+      },
+    });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 30; i++) {
+        statuses.push((await flood.post({ events: [{ platform: 'fcm' }] }, { key: ACME })).status);
+      }
+      const count = (list: number[], status: number) => list.filter((s) => s === status).length;
+      // Burst 10 plus what trickles back at 2/s while the loop runs: the rest are throttled.
+      expect(count(statuses, 400)).toBeGreaterThanOrEqual(10);
+      expect(count(statuses, 429)).toBeGreaterThanOrEqual(15);
+      expect(count(statuses, 400) + count(statuses, 429)).toBe(30);
+      // Oversize bodies cost a unit too: once the few tokens that came back are spent, 429 before reading.
+      await sleep(1000);
+      const oversize: number[] = [];
+      for (let i = 0; i < 10 && !oversize.includes(429); i++) {
+        oversize.push((await flood.post('x'.repeat(4096), { key: ACME })).status);
+      }
+      expect(count(oversize, 413)).toBeGreaterThanOrEqual(1);
+      expect(oversize.at(-1)).toBe(429);
+      expect(await countMessages(flood.kafka, flood.topic)).toBe(0);
+    } finally {
+      await flood.close();
+    }
+  });
+
+  it('closes the socket of a client sending its body or its headers too slowly', async () => {
+    const slow = await startTestGateway({
+      keys: { [ACME]: 'acme' },
+      env: {
+        AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS: '1500',
+        AQUEDUCT_GATEWAY_HEADERS_TIMEOUT_MS: '1000',
+      },
+    });
+    try {
+      const { port } = slow.gateway;
+      const slowBody = await dripUntilClosed(
+        port,
+        `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ACME}\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n`,
+        '{',
+      );
+      expect(slowBody.closedAfterMs).toBeLessThan(1500 + 1000);
+      expect(slowBody.response).toMatch(/^HTTP\/1\.1 408/);
+      const slowHeaders = await dripUntilClosed(port, 'POST /v1/notifications HTTP/1.1\r\n', 'X-Slow: a\r\n');
+      expect(slowHeaders.closedAfterMs).toBeLessThan(1000 + 1000);
+    } finally {
+      await slow.close();
+    }
+  });
   it('answers 503 with Retry-After, writing nothing, when the admission limiter cannot reach Redis', async () => {
     const port = await getPort({ host: '127.0.0.1' }); // nothing listens there
     const noRedis = await startTestGateway({
@@ -228,10 +288,46 @@ describe('gateway on real Kafka and Redis', () => {
       expect(answer.headers.get('retry-after')).toBe('2');
       expect(answer.headers.get('ratelimit-policy')).toBe('"tenant";q=100;w=1');
       expect(answer.body.message).toContain('nothing was accepted');
-      expect((await fetch(`${noRedis.gateway.url}/readyz`)).status).toBe(503);
+      expect((await fetch(`${noRedis.gateway.adminUrl}/readyz`)).status).toBe(503);
       expect(await countMessages(noRedis.kafka, noRedis.topic)).toBe(0);
     } finally {
       await noRedis.close();
     }
   });
 });
+
+/**
+ * Opens a connection, sends `head`, then one `drip` every 200 ms until the server closes the socket
+ * (giving up after 20 s); says how long that took from the first byte and what the server answered.
+ */
+function dripUntilClosed(
+  port: number,
+  head: string,
+  drip: string,
+): Promise<{ closedAfterMs: number; response: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    const started = Date.now();
+    let response = '';
+    let timer: NodeJS.Timeout | undefined;
+    const giveUp = setTimeout(() => {
+      socket.destroy();
+      reject(new Error('the server kept the slow connection open for 20 s'));
+    }, 20_000);
+    socket.on('connect', () => {
+      socket.write(head);
+      timer = setInterval(() => {
+        if (!socket.destroyed) socket.write(drip);
+      }, 200);
+    });
+    socket.on('data', (chunk) => {
+      response += chunk.toString('latin1');
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      clearInterval(timer);
+      clearTimeout(giveUp);
+      resolve({ closedAfterMs: Date.now() - started, response });
+    });
+  });
+}

@@ -58,6 +58,7 @@ describe('a port that is already taken', () => {
   it('aqueduct serve names AQUEDUCT_GATEWAY_PORT and exits 2', async () => {
     const result = await run(['serve'], {
       AQUEDUCT_GATEWAY_PORT: String(port),
+      AQUEDUCT_GATEWAY_ADMIN_PORT: '0',
       AQUEDUCT_GATEWAY_HOST: '0.0.0.0',
       AQUEDUCT_GATEWAY_API_KEYS: JSON.stringify({ [hashApiKey('port-test-key')]: 'acme' }),
       KAFKA_BROKERS: inject('kafkaBrokers').join(','),
