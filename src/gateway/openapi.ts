@@ -40,7 +40,7 @@ export function openApiDocument(options: OpenApiOptions): Json {
       title: 'Aqueduct ingest gateway',
       version: options.version,
       description:
-        'Admits push notifications into Aqueduct: validates them against event contract v1, writes them to Kafka and answers once Kafka has acknowledged them. Each tenant has an admission limit in events per second (one token per event).',
+        'Admits push notifications into Aqueduct: validates them against event contract v1, writes them to Kafka and answers once Kafka has acknowledged them. Each tenant has an admission limit in events per second (one token per event). This document, `/healthz`, `/readyz` and `/metrics` are served on the admin port (`AQUEDUCT_GATEWAY_ADMIN_PORT`), never on the API port.',
     },
     servers: [{ url: '/' }],
     security: [{ bearer: [] }, { apiKey: [] }],
@@ -88,71 +88,15 @@ export function openApiDocument(options: OpenApiOptions): Json {
               "The body, the batch, or one event is larger than allowed (or than the tenant's burst).",
             ),
             '415': problem('The body is not `application/json`.'),
-            '429': problem('The tenant is above its admission limit; retry after `Retry-After` seconds.', {
-              'Retry-After': { $ref: '#/components/headers/Retry-After' },
-            }),
-            '503': problem(
-              "Kafka (or the limiter's Redis) could not be reached in time; nothing was accepted.",
-              {
-                'Retry-After': { $ref: '#/components/headers/Retry-After' },
-              },
+            '408': problem('The headers and body did not all arrive in time; the connection is closed.'),
+            '429': problem(
+              'The tenant is above its admission limit (every request costs one unit before its body is read, invalid ones included); retry after `Retry-After` seconds.',
+              { 'Retry-After': { $ref: '#/components/headers/Retry-After' } },
             ),
-          },
-        },
-      },
-      '/openapi.json': {
-        get: {
-          operationId: 'openApi',
-          summary: 'This document',
-          security: [],
-          responses: {
-            '200': {
-              description: 'OpenAPI 3.1',
-              content: { 'application/json': { schema: { type: 'object' } } },
-            },
-          },
-        },
-      },
-      '/healthz': {
-        get: {
-          operationId: 'healthz',
-          summary: 'Liveness: the process is up',
-          security: [],
-          responses: {
-            '200': {
-              description: 'alive',
-              content: { 'application/json': { schema: { $ref: '#/components/schemas/Status' } } },
-            },
-          },
-        },
-      },
-      '/readyz': {
-        get: {
-          operationId: 'readyz',
-          summary: 'Readiness: Kafka (and Redis, when tenants are limited) reachable',
-          security: [],
-          responses: {
-            '200': {
-              description: 'ready',
-              content: { 'application/json': { schema: { $ref: '#/components/schemas/Status' } } },
-            },
-            '503': {
-              description: 'not ready',
-              content: { 'application/json': { schema: { $ref: '#/components/schemas/Status' } } },
-            },
-          },
-        },
-      },
-      '/metrics': {
-        get: {
-          operationId: 'metrics',
-          summary: 'Prometheus metrics',
-          security: [],
-          responses: {
-            '200': {
-              description: 'Prometheus text format',
-              content: { 'text/plain': { schema: { type: 'string' } } },
-            },
+            '503': problem(
+              "`error: unavailable`: Kafka (or the limiter's Redis) could not be reached; nothing was accepted. `error: outcome-unknown`: the events were sent but Kafka did not acknowledge them in time, so they may or may not have been written; retrying with the same event ids (listed in `ids`) is safe, an id is pushed at most once.",
+              { 'Retry-After': { $ref: '#/components/headers/Retry-After' } },
+            ),
           },
         },
       },
@@ -206,10 +150,14 @@ export function openApiDocument(options: OpenApiOptions): Json {
               type: 'string',
               description: 'What is wrong, naming the field (never quoting values).',
             },
+            ids: {
+              type: 'array',
+              items: { type: 'string' },
+              description: "On a 503: the request's event ids (generated ones included), to retry with.",
+            },
           },
           required: ['error', 'message'],
         },
-        Status: { type: 'object', properties: { status: { type: 'string' } }, required: ['status'] },
       },
     },
   };

@@ -266,12 +266,15 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('runs the gateway on its contract port, health-checked there', () => {
+  it('runs the gateway API on its contract port, health-checked on its admin port', () => {
     const gateway = services.gateway;
     const port = environmentOf(gateway).AQUEDUCT_GATEWAY_PORT ?? '';
+    const admin = environmentOf(gateway).AQUEDUCT_GATEWAY_ADMIN_PORT ?? '';
     expect(port).toBe('8080');
+    expect(admin).not.toBe('');
+    expect(admin).not.toBe(port);
     expect(containerPorts(gateway)).toContain(port);
-    expect(JSON.stringify(at(gateway, 'healthcheck', 'test'))).toContain(`:${port}/healthz`);
+    expect(JSON.stringify(at(gateway, 'healthcheck', 'test'))).toContain(`:${admin}/healthz`);
   });
 
   it('gives each draining service longer than its drain bound before Compose kills it', () => {

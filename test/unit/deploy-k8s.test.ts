@@ -346,8 +346,33 @@ describe('k8s manifests', () => {
       expect(at(find(base, 'PodDisruptionBudget', 'aqueduct-gateway'), 'spec', 'minAvailable')).toBe(1);
     });
 
-    it('probes /healthz and /readyz and is scraped on AQUEDUCT_GATEWAY_PORT', () => {
-      expectProbesAndScrape(deployment, container, Number(config.AQUEDUCT_GATEWAY_PORT));
+    it('probes /healthz and /readyz and is scraped on AQUEDUCT_GATEWAY_ADMIN_PORT', () => {
+      expectProbesAndScrape(deployment, container, Number(config.AQUEDUCT_GATEWAY_ADMIN_PORT));
+    });
+
+    it('exposes the API port in its Service and never the admin port', () => {
+      const ports = arrayAt(container, 'ports');
+      const portNamed = (name: string) =>
+        Number(
+          at(
+            ports.find((p) => at(p, 'name') === name),
+            'containerPort',
+          ),
+        );
+      expect(portNamed('http')).toBe(Number(config.AQUEDUCT_GATEWAY_PORT));
+      expect(portNamed('admin')).toBe(Number(config.AQUEDUCT_GATEWAY_ADMIN_PORT));
+      expect(config.AQUEDUCT_GATEWAY_ADMIN_PORT).not.toBe(config.AQUEDUCT_GATEWAY_PORT);
+      const service = find(base, 'Service', 'aqueduct-gateway');
+      const targets = arrayAt(service, 'spec', 'ports').map((port) => at(port, 'targetPort'));
+      expect(targets).toEqual(['http']);
+      for (const manifest of base.filter((m) => m.object.kind === 'Service')) {
+        for (const port of arrayAt(manifest.object, 'spec', 'ports')) {
+          expect([at(port, 'targetPort'), at(port, 'port')], manifest.file).not.toContain('admin');
+          expect(Number(at(port, 'port')), manifest.file).not.toBe(
+            Number(config.AQUEDUCT_GATEWAY_ADMIN_PORT),
+          );
+        }
+      }
     });
 
     it('gets longer than preStop plus the drain bound before SIGKILL', () => {
