@@ -13,6 +13,7 @@ import {
   redactGatewayConfig,
 } from './config.ts';
 import { startGateway } from './server.ts';
+import { gatewaySampler } from './tracing.ts';
 
 /** `aqueduct serve`: the HTTP ingest gateway, until SIGTERM/SIGINT; `--hash-key` prints a key's hash. */
 export function registerServeCommand(program: Command): void {
@@ -52,7 +53,8 @@ export function registerServeCommand(program: Command): void {
 export async function runGateway(config: GatewayConfig): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL, 'aqueduct-gateway');
   logger.info({ config: redactGatewayConfig(config) }, 'starting gateway');
-  const tracing = await startTracing('aqueduct-gateway', { logger });
+  const sampler = await gatewaySampler();
+  const tracing = await startTracing('aqueduct-gateway', { logger, ...(sampler ? { sampler } : {}) });
   const gateway = await exitOnConfigError('serve', () => startGateway(config, { logger }));
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', resolve);

@@ -1,7 +1,5 @@
 import {
   type Context,
-  isSpanContextValid,
-  propagation,
   ROOT_CONTEXT,
   type Span,
   SpanKind,
@@ -10,6 +8,8 @@ import {
   TraceFlags,
   trace,
 } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import type { Sampler } from '@opentelemetry/sdk-trace';
 import type { EventLike } from '../telemetry/attributes.ts';
 import { startProducerSpan } from '../telemetry/producer-tracing.ts';
 import { isTracingEnabled } from '../telemetry/tracing.ts';
@@ -19,49 +19,68 @@ import { isTracingEnabled } from '../telemetry/tracing.ts';
  * caller's W3C `traceparent`, and the trace context of every event it writes in the event's Kafka
  * headers, so that a trace starts at the caller and runs on through the consumer to the provider.
  *
- * With tracing on (`startTracing`, OTEL_* variables) the SDK's propagator and the project's PRODUCER
- * spans are used. With tracing off no span records anything, and the small W3C propagator below
- * (`@opentelemetry/api` ships none) carries the caller's `traceparent` through unchanged.
+ * The caller is not trusted with more than its trace id and span id:
+ * - Only `traceparent` and `tracestate` are read (`@opentelemetry/core`'s W3C propagator), whatever
+ *   OTEL_PROPAGATORS says: an inbound `baggage` is dropped, never copied into the Kafka headers.
+ * - Its sampled flag decides nothing: with tracing on, {@link gatewaySampler} makes the gateway's own
+ *   sampler decide for a request with a remote parent as for one without; with tracing off, the
+ *   messages carry the caller's trace id and span id with the sampled flag cleared.
+ *
+ * With tracing on (`startTracing`, OTEL_* variables) the project's PRODUCER spans carry the context
+ * on through the SDK's propagator.
  */
 
 const TRACER = 'aqueduct-gateway';
-const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
 
-/** W3C Trace Context, level 1: `traceparent` and `tracestate`, nothing else. */
-export const w3cTraceContext: TextMapPropagator = {
-  inject(ctx, carrier, setter) {
-    const spanContext = trace.getSpanContext(ctx);
-    if (!spanContext || !isSpanContextValid(spanContext)) return;
-    const flags = (spanContext.traceFlags & TraceFlags.SAMPLED).toString(16).padStart(2, '0');
-    setter.set(carrier, 'traceparent', `00-${spanContext.traceId}-${spanContext.spanId}-${flags}`);
-    const state = spanContext.traceState?.serialize();
-    if (state) setter.set(carrier, 'tracestate', state);
-  },
-  extract(ctx, carrier, getter) {
-    const header = getter.get(carrier, 'traceparent');
-    const value = (Array.isArray(header) ? header[0] : header)?.trim().toLowerCase();
-    const match = value ? TRACEPARENT.exec(value) : null;
-    // Version ff is invalid; version 00 has exactly four fields.
-    if (!match || match[1] === 'ff' || (match[1] === '00' && match[5] !== undefined)) return ctx;
-    const spanContext = {
-      traceId: match[2] as string,
-      spanId: match[3] as string,
-      traceFlags: Number.parseInt(match[4] as string, 16) & TraceFlags.SAMPLED,
-      isRemote: true,
-    };
-    if (!isSpanContextValid(spanContext)) return ctx;
-    return trace.setSpanContext(ctx, spanContext);
-  },
-  fields: () => ['traceparent', 'tracestate'],
-};
+/** W3C Trace Context: `traceparent` and `tracestate`, nothing else. */
+export const w3cTraceContext: TextMapPropagator = new W3CTraceContextPropagator();
 
-function activePropagator(): TextMapPropagator {
-  if (propagation.fields().length === 0) return w3cTraceContext;
-  return {
-    inject: (ctx, carrier, setter) => propagation.inject(ctx, carrier, setter),
-    extract: (ctx, carrier, getter) => propagation.extract(ctx, carrier, getter),
-    fields: () => propagation.fields(),
-  };
+/**
+ * The caller's trace context, read from `traceparent`/`tracestate` only, with the sampled flag cleared:
+ * what the caller says about sampling is not a decision the gateway takes over.
+ */
+export function callerContext(headers: HeaderBag): Context {
+  const extracted = w3cTraceContext.extract(ROOT_CONTEXT, headers, headerGetter);
+  const spanContext = trace.getSpanContext(extracted);
+  if (!spanContext) return ROOT_CONTEXT;
+  return trace.setSpanContext(ROOT_CONTEXT, {
+    ...spanContext,
+    traceFlags: spanContext.traceFlags & ~TraceFlags.SAMPLED,
+  });
+}
+
+/**
+ * The gateway's sampler: the one OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG name, applied alike to
+ * requests with and without a caller's `traceparent` (a `parentbased_*` sampler would otherwise follow
+ * the caller's sampled flag, so any caller could have every one of its requests traced). Spans under
+ * the gateway's own spans follow their parent as usual. Undefined for samplers it does not rebuild
+ * (jaeger_remote, xray…): those are left to the SDK as configured.
+ */
+export async function gatewaySampler(env: NodeJS.ProcessEnv = process.env): Promise<Sampler | undefined> {
+  const name = (env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on').trim().toLowerCase();
+  const { AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, TraceIdRatioBasedSampler } = await import(
+    '@opentelemetry/sdk-trace'
+  );
+  let root: Sampler;
+  switch (name) {
+    case 'always_on':
+    case 'parentbased_always_on':
+      root = new AlwaysOnSampler();
+      break;
+    case 'always_off':
+    case 'parentbased_always_off':
+      root = new AlwaysOffSampler();
+      break;
+    case 'traceidratio':
+    case 'parentbased_traceidratio': {
+      const ratio = Number(env.OTEL_TRACES_SAMPLER_ARG ?? '1');
+      root = new TraceIdRatioBasedSampler(Number.isFinite(ratio) && ratio >= 0 && ratio <= 1 ? ratio : 1);
+      break;
+    }
+    default:
+      return undefined;
+  }
+  return new ParentBasedSampler({ root, remoteParentSampled: root, remoteParentNotSampled: root });
 }
 
 type HeaderBag = Record<string, string | string[] | undefined>;
@@ -79,7 +98,7 @@ export interface RequestTrace {
 
 /** Starts the server span of a request, continuing the caller's `traceparent` when it sent one. */
 export function startRequestTrace(headers: HeaderBag, attributes: Record<string, string>): RequestTrace {
-  const parent = activePropagator().extract(ROOT_CONTEXT, headers, headerGetter);
+  const parent = callerContext(headers);
   const span = trace.getTracer(TRACER).startSpan(
     'POST /v1/notifications',
     {
@@ -103,8 +122,8 @@ export interface PublishTrace {
  * The trace context of the messages a request writes. With tracing on, every event gets a PRODUCER
  * span (`send <topic>`, the project's {@link startProducerSpan}, as `aqueduct publish` makes them) under
  * the request's span, and its headers carry that span: the consumer's CONSUMER span of the event hangs
- * below it. With tracing off, no span is made and every message carries the caller's own
- * `traceparent`, so a consumer that traces still joins the caller's trace.
+ * below it. With tracing off, no span is made and every message carries the caller's trace id and span
+ * id (sampled flag cleared), so a consumer that traces still joins the caller's trace.
  */
 export function startPublishTrace(
   parent: RequestTrace,
@@ -113,7 +132,7 @@ export function startPublishTrace(
 ): PublishTrace {
   if (!isTracingEnabled()) {
     const headers: Record<string, string> = {};
-    activePropagator().inject(parent.context, headers, {
+    w3cTraceContext.inject(parent.context, headers, {
       set: (carrier, key, value) => {
         carrier[key] = value;
       },

@@ -1,7 +1,9 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import { propagation, ROOT_CONTEXT, SpanKind, TraceFlags, trace } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { SamplingDecision } from '@opentelemetry/sdk-trace';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
@@ -19,7 +21,7 @@ import {
 } from '../../src/gateway/config.ts';
 import { prepareBody } from '../../src/gateway/events.ts';
 import { openApiDocument } from '../../src/gateway/openapi.ts';
-import { w3cTraceContext } from '../../src/gateway/tracing.ts';
+import { callerContext, gatewaySampler, w3cTraceContext } from '../../src/gateway/tracing.ts';
 import { messageKey } from '../../src/publish/publisher.ts';
 
 const event = (extra: Record<string, unknown> = {}) => ({
@@ -238,7 +240,7 @@ describe('gateway: rate-limit fields', () => {
   });
 });
 
-describe('gateway: W3C trace context without an SDK', () => {
+describe("gateway: the caller's trace context", () => {
   const getter = {
     keys: (c: Record<string, string>) => Object.keys(c),
     get: (c: Record<string, string>, k: string) => c[k],
@@ -249,24 +251,64 @@ describe('gateway: W3C trace context without an SDK', () => {
     },
   };
 
-  it('carries a valid traceparent through unchanged and ignores malformed ones', () => {
+  it("is @opentelemetry/core's W3C propagator, which ignores malformed traceparents", () => {
+    expect(w3cTraceContext).toBeInstanceOf(W3CTraceContextPropagator);
     const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
     const ctx = w3cTraceContext.extract(ROOT_CONTEXT, { traceparent }, getter);
     expect(trace.getSpanContext(ctx)?.traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
-    const out: Record<string, string> = {};
-    w3cTraceContext.inject(ctx, out, setter);
-    expect(out).toEqual({ traceparent });
     for (const bad of [
       '00-00000000000000000000000000000000-00f067aa0ba902b7-01',
       'ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
       '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra',
       'garbage',
     ]) {
-      expect(
-        trace.getSpanContext(w3cTraceContext.extract(ROOT_CONTEXT, { traceparent: bad }, getter)),
-        bad,
-      ).toBeUndefined();
+      expect(trace.getSpanContext(callerContext({ traceparent: bad })), bad).toBeUndefined();
     }
+  });
+
+  it('keeps the trace and span ids, drops baggage and clears the sampled flag', () => {
+    const ctx = callerContext({
+      traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+      baggage: 'userId=alice,isAdmin=true',
+    });
+    expect(propagation.getBaggage(ctx)).toBeUndefined();
+    const out: Record<string, string> = {};
+    w3cTraceContext.inject(ctx, out, setter);
+    expect(out).toEqual({ traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00' });
+  });
+
+  it("samples a request with a caller's parent as one without: the caller's flag decides nothing", async () => {
+    const sampler = await gatewaySampler({
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0',
+    });
+    const sampled = trace.setSpanContext(ROOT_CONTEXT, {
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      spanId: '00f067aa0ba902b7',
+      traceFlags: TraceFlags.SAMPLED,
+      isRemote: true,
+    });
+    const decision = sampler?.shouldSample(
+      sampled,
+      '4bf92f3577b34da6a3ce929d0e0e4736',
+      'POST',
+      SpanKind.SERVER,
+      {},
+      [],
+    );
+    expect(decision?.decision).toBe(SamplingDecision.NOT_RECORD);
+    const always = await gatewaySampler({ OTEL_TRACES_SAMPLER: 'parentbased_always_on' });
+    const unsampled = trace.setSpanContext(ROOT_CONTEXT, {
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      spanId: '00f067aa0ba902b7',
+      traceFlags: TraceFlags.NONE,
+      isRemote: true,
+    });
+    expect(
+      always?.shouldSample(unsampled, '4bf92f3577b34da6a3ce929d0e0e4736', 'POST', SpanKind.SERVER, {}, [])
+        .decision,
+    ).toBe(SamplingDecision.RECORD_AND_SAMPLED);
+    expect(await gatewaySampler({ OTEL_TRACES_SAMPLER: 'jaeger_remote' })).toBeUndefined();
   });
 });
 
