@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { describeIssues } from './events/decode.ts';
+import { HEADER_SAFE } from './events/event.ts';
 import { redactUrl } from './redact.ts';
 import { ConfigError, readSettings, settingsReference } from './settings.ts';
 
@@ -15,6 +16,8 @@ const bool = z
   .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes');
 const positive = z.coerce.number().positive();
 const positiveInt = z.coerce.number().int().positive();
+/** A value sent as an HTTP header (apns-topic, the JWT's key and team ids): no control characters, no spaces. */
+const headerSafe = z.string().min(1).regex(HEADER_SAFE, 'printable ASCII without spaces');
 
 export const configSchema = z.object({
   KAFKA_BROKERS: z
@@ -219,9 +222,9 @@ export const configSchema = z.object({
     .optional()
     .describe('Service-account JSON file for FCM (else Application Default Credentials).'),
   APNS_KEY_FILE: z.string().min(1).optional().describe('APNs token-auth signing key (.p8 file).'),
-  APNS_KEY_ID: z.string().min(1).optional().describe('Key id of APNS_KEY_FILE.'),
-  APNS_TEAM_ID: z.string().min(1).optional().describe('Apple developer team id.'),
-  APNS_TOPIC: z.string().min(1).default('dev.aqueduct.app').describe('The app bundle id (apns-topic).'),
+  APNS_KEY_ID: headerSafe.optional().describe('Key id of APNS_KEY_FILE.'),
+  APNS_TEAM_ID: headerSafe.optional().describe('Apple developer team id.'),
+  APNS_TOPIC: headerSafe.default('dev.aqueduct.app').describe('The app bundle id (apns-topic).'),
   APNS_PRODUCTION: bool.default(false).describe('true: production APNs; false: the sandbox.'),
   APNS_ENDPOINT: z
     .string()

@@ -1,4 +1,11 @@
-import { EVENT_LIMITS, type NotificationEvent, notificationEventSchema, SCHEMA_VERSION } from './event.ts';
+import {
+  EVENT_LIMITS,
+  HEADER_SAFE,
+  type NotificationEvent,
+  notificationEventSchema,
+  SCHEMA_VERSION,
+  TOKEN_RULES,
+} from './event.ts';
 
 /** Why a message could not become an event; the consumer dead-letters it with this reason. */
 export type DecodeFailureKind =
@@ -92,7 +99,8 @@ export function acceptedEvent(json: unknown): NotificationEvent | undefined {
   if (schemaVersion !== undefined && schemaVersion !== SCHEMA_VERSION) return undefined;
   if (!isText(id, 1, L.idLength) || !ID_CHARS.test(id)) return undefined;
   if (platform !== 'fcm' && platform !== 'apns') return undefined;
-  if (!isText(token, 1, L.tokenLength) || !isObject(notification)) return undefined;
+  if (!isText(token, 1, L.tokenLength) || !TOKEN_RULES[platform].pattern.test(token)) return undefined;
+  if (!isObject(notification)) return undefined;
   for (const key in notification) if (key !== 'title' && key !== 'body') return undefined;
   const { title, body } = notification;
   if (!isText(title, 0, L.titleLength) || !isText(body, 0, L.bodyLength)) return undefined;
@@ -126,7 +134,11 @@ export function acceptedEvent(json: unknown): NotificationEvent | undefined {
       ttlSeconds > L.maxTtlSeconds)
   )
     return undefined;
-  if (collapseKey !== undefined && !isText(collapseKey, 1, L.collapseKeyLength)) return undefined;
+  if (
+    collapseKey !== undefined &&
+    (!isText(collapseKey, 1, L.collapseKeyLength) || !HEADER_SAFE.test(collapseKey))
+  )
+    return undefined;
   if (
     createdAt !== undefined &&
     (typeof createdAt !== 'string' || !createdAtSchema.safeParse(createdAt).success)

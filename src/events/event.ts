@@ -25,6 +25,31 @@ export const EVENT_LIMITS = {
 
 const L = EVENT_LIMITS;
 
+/**
+ * What a device token may be, per platform, checked wherever an event comes in (the gateway, `aqueduct
+ * publish`, the consumer's decoder) so that a malformed token is refused there and never costs a
+ * provider call. A token also becomes part of a request path (FCM) or of an HTTP/2 request (APNs), so
+ * neither rule lets through a control character, a space, a slash or a dot.
+ */
+export const TOKEN_RULES = {
+  /** APNs device tokens are hex: 64 digits today; even-length 64..200 leaves room for longer ones. */
+  apns: {
+    pattern: /^(?:[0-9A-Fa-f]{2}){32,100}$/,
+    message: 'an APNs device token is hex, an even number of 64 to 200 digits',
+  },
+  /** FCM registration tokens: letters, digits, `_`, `-` and `:` (base64url and the separator). */
+  fcm: {
+    pattern: /^[A-Za-z0-9_:-]+$/,
+    message: 'an FCM registration token holds only letters, digits, _, - and :',
+  },
+} as const;
+
+/**
+ * Printable ASCII without spaces: the characters of a field that becomes an HTTP header value (the
+ * collapse key is `apns-collapse-id`), so a CR, LF or NUL can never smuggle in another header.
+ */
+export const HEADER_SAFE = /^[\x21-\x7e]+$/;
+
 export const SCHEMA_VERSION = 1;
 
 const text = (max: number) => z.string().min(1).max(max);
@@ -41,7 +66,11 @@ export const notificationEventSchema = z
         'Unique event id: the idempotency key (a redelivered event with the same id is pushed once).',
       ),
     platform: z.enum(['fcm', 'apns']).describe('Which push provider delivers it.'),
-    token: text(L.tokenLength).describe('The device registration token. Never logged.'),
+    token: text(L.tokenLength)
+      .regex(TOKEN_RULES.fcm.pattern, 'letters, digits, _, - and :')
+      .describe(
+        'The device registration token. Never logged. APNs: hex, an even number of 64 to 200 digits; FCM: letters, digits, _, - and :.',
+      ),
     notification: z
       .object({
         title: z.string().max(L.titleLength),
@@ -59,13 +88,19 @@ export const notificationEventSchema = z
       .describe('Who sent it; a tenant gets its own rate cap inside the provider limit.'),
     priority: z.enum(['high', 'normal']).default('normal'),
     ttlSeconds: z.number().int().min(0).max(L.maxTtlSeconds).optional(),
-    collapseKey: text(L.collapseKeyLength).optional(),
+    collapseKey: text(L.collapseKeyLength).regex(HEADER_SAFE, 'printable ASCII without spaces').optional(),
     createdAt: z.iso
       .datetime({ offset: true })
       .optional()
       .describe('When the producer created the event (RFC 3339).'),
   })
-  .strict();
+  .strict()
+  .superRefine((event, ctx) => {
+    // The field's own pattern is FCM's alphabet, of which APNs hex is a part: the APNs rule is the narrower.
+    if (event.platform === 'apns' && !TOKEN_RULES.apns.pattern.test(event.token)) {
+      ctx.addIssue({ code: 'custom', path: ['token'], message: TOKEN_RULES.apns.message });
+    }
+  });
 
 /** A validated event, with defaults applied. */
 export type NotificationEvent = z.output<typeof notificationEventSchema>;
@@ -80,5 +115,12 @@ export function eventJsonSchema(): Record<string, unknown> {
     $id: 'https://aqueduct.dev/schemas/event-v1.schema.json',
     title: 'Aqueduct notification event v1',
     ...z.toJSONSchema(notificationEventSchema, { io: 'input', target: 'draft-2020-12' }),
+    // The per-platform token rule is a refinement, which toJSONSchema cannot express by itself.
+    allOf: [
+      {
+        if: { properties: { platform: { const: 'apns' } }, required: ['platform'] },
+        then: { properties: { token: { pattern: TOKEN_RULES.apns.pattern.source } } },
+      },
+    ],
   };
 }

@@ -5,7 +5,10 @@ import type { NotificationEventInput } from '../events/event.ts';
 export interface GenerateOptions {
   /** How many events. */
   count: number;
-  /** Share of events whose device token is dead (prefix `dead-`, which the simulators reject as unregistered). */
+  /**
+   * Share of events whose device token is dead (prefix `dead-`, which the simulators reject as
+   * unregistered); those are FCM events, whose token alphabet has room for the prefix.
+   */
   deadTokenRatio?: number;
   /** Tenants to spread events over (round-robin); none: events carry no tenant. */
   tenants?: readonly string[];
@@ -29,8 +32,10 @@ export function* generateEvents(options: GenerateOptions): Generator<Notificatio
   const deadRatio = options.deadTokenRatio ?? 0;
   const createdAt = new Date().toISOString();
   for (let i = 0; i < options.count; i++) {
-    const platform = random() < apnsRatio ? 'apns' : 'fcm';
     const dead = random() < deadRatio;
+    // A dead token carries the simulators' `dead-` prefix, which only FCM's alphabet has room for (an
+    // APNs token is hex): dead tokens are FCM tokens.
+    const platform = !dead && random() < apnsRatio ? 'apns' : 'fcm';
     // APNs device tokens are 64 hex characters; FCM registration tokens are longer opaque strings.
     const body = platform === 'apns' ? randomHex(32) : `${randomHex(11)}:APA91b${randomHex(60)}`;
     const tenant = tenants.length > 0 ? tenants[i % tenants.length] : undefined;

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import type { Kafka } from 'kafkajs';
@@ -98,11 +98,15 @@ export async function startTestGateway(options: TestGatewayOptions): Promise<Tes
   };
 }
 
-/** A valid event for `token`, with optional extra fields. */
+/**
+ * A valid event for `token`, with optional extra fields: an FCM event with that token when its length is
+ * even, else an APNs event whose token is the hex SHA-256 of it (APNs tokens are hex).
+ */
 export function sampleEvent(token: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const fcm = token.length % 2 === 0;
   return {
-    platform: token.length % 2 === 0 ? 'fcm' : 'apns',
-    token,
+    platform: fcm ? 'fcm' : 'apns',
+    token: fcm ? token : createHash('sha256').update(token).digest('hex'),
     notification: { title: 'Order shipped', body: `Parcel for ${token.slice(0, 4)} is on its way` },
     ...extra,
   };

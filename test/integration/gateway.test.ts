@@ -130,6 +130,11 @@ describe('gateway on real Kafka and Redis', () => {
         /^notification\.body: /,
       ],
       [sampleEvent('x-4', { ttlSeconds: -5 }), 400, 'invalid-event', /^ttlSeconds: /],
+      [sampleEvent('crlf', { token: 'aa\r\nbb' }), 400, 'invalid-event', /^token: /],
+      [sampleEvent('null', { token: 'aa\u0000bb' }), 400, 'invalid-event', /^token: /],
+      [sampleEvent('path', { token: '../../3/device/bbbb' }), 400, 'invalid-event', /^token: /],
+      [sampleEvent('apn', { token: 'abcd' }), 400, 'invalid-event', /^token: an APNs device token is hex/],
+      [sampleEvent('coll', { collapseKey: 'x\r\napns-topic: evil' }), 400, 'invalid-event', /^collapseKey: /],
       ['{"events": [', 400, 'invalid-json', 'not valid JSON'],
       [[sampleEvent('x-5')], 400, 'invalid-body', 'one event (a JSON object) or {"events": [...]}'],
       [

@@ -103,6 +103,23 @@ describe('the consumer pipeline under change', () => {
         kind: 'too-large',
       },
       { value: Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x7d]), kind: 'invalid-utf8' },
+      // Tokens and header-bound fields that would otherwise reach a provider (and cost a token).
+      {
+        value: JSON.stringify({ ...base, id: 'p-crlf-token', platform: 'fcm', token: 'aa\r\nbb' }),
+        kind: 'invalid-event',
+      },
+      {
+        value: JSON.stringify({ ...base, id: 'p-path-token', platform: 'fcm', token: '../../3/device/bbbb' }),
+        kind: 'invalid-event',
+      },
+      {
+        value: JSON.stringify({ ...base, id: 'p-apns-token', platform: 'apns', token: 'not-hex-at-all' }),
+        kind: 'invalid-event',
+      },
+      {
+        value: JSON.stringify({ ...base, id: 'p-collapse', collapseKey: 'x\r\napns-topic: evil' }),
+        kind: 'invalid-event',
+      },
     ];
     const mixed = [
       ...good.slice(0, 100).map((e) => JSON.stringify(e)),
@@ -118,6 +135,9 @@ describe('the consumer pipeline under change', () => {
     expect(final.delivered.size).toBe(good.length);
     expect(final.deadLettered.map((d) => d.reasonKind).sort()).toEqual(poison.map((p) => p.kind).sort());
     for (const dead of final.deadLettered) expect(dead.reason?.length).toBeGreaterThan(0);
+    // None of the malformed ones reached a provider: the simulators saw only the good events.
+    expect(rig.simulators.accepted().ids.size).toBe(good.length);
+    expect(rig.simulators.fcm.stats().invalidTokens + rig.simulators.apns.stats().invalidTokens).toBe(0);
     expect(ledger.acceptedTotal).toBe(ledger.delivered.size);
     expect(summedTotal(rig.consumers, 'deadLettered')).toBe(poison.length);
   });

@@ -106,7 +106,10 @@ class MemoryTokenSource implements TokenSource {
 }
 
 function event(id: string, platform: Platform = 'fcm'): NotificationEventInput {
-  return { id, platform, token: `token-${id}`, notification: { title: 't', body: 'b' } };
+  // APNs tokens are hex: the hex of the id, padded to 64 digits.
+  const token =
+    platform === 'apns' ? Buffer.from(id).toString('hex').padEnd(64, '0').slice(0, 200) : `token-${id}`;
+  return { id, platform, token, notification: { title: 't', body: 'b' } };
 }
 
 function message(offset: number, value: unknown, headers: Record<string, string> = {}): KafkaMessage {

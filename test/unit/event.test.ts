@@ -18,13 +18,14 @@ const valid = {
   createdAt: '2026-11-29T08:00:00.000Z',
 };
 const encode = (value: unknown) => Buffer.from(JSON.stringify(value));
+const APNS_TOKEN = 'a1b2c3d4'.repeat(8);
 
 describe('event contract v1', () => {
   it('accepts a full event and applies defaults to a minimal one', () => {
     const full = decodeEvent(encode(valid));
     expect(full).toEqual({ ok: true, event: valid });
     const minimal = decodeEvent(
-      encode({ id: 'e', platform: 'apns', token: 't', notification: { title: '', body: 'b' } }),
+      encode({ id: 'e', platform: 'apns', token: APNS_TOKEN, notification: { title: '', body: 'b' } }),
     );
     expect(minimal.ok && minimal.event.priority).toBe('normal');
   });
@@ -52,6 +53,39 @@ describe('event contract v1', () => {
       expect(result.kind).toBe(kind);
       expect(result.reason.length).toBeGreaterThan(0);
     }
+  });
+
+  it.each([
+    ['an APNs token that is not hex', { platform: 'apns', token: `${APNS_TOKEN.slice(0, 62)}zz` }],
+    ['an APNs token of odd length', { platform: 'apns', token: `${APNS_TOKEN}a` }],
+    ['an APNs token shorter than 64', { platform: 'apns', token: APNS_TOKEN.slice(0, 62) }],
+    ['an APNs token longer than 200', { platform: 'apns', token: 'ab'.repeat(101) }],
+    ['an APNs token that is an FCM token', { platform: 'apns', token: 'device-token-abc' }],
+    ['a token with CR LF', { token: 'aa\r\nbb' }],
+    ['a token with NUL', { token: 'aa\u0000bb' }],
+    ['a token that is a path', { token: '../../3/device/bbbb' }],
+    ['an FCM token with a space', { token: 'abc def' }],
+    ['a token above the length bound', { token: 'a'.repeat(EVENT_LIMITS.tokenLength + 1) }],
+    ['a collapse key with CR LF', { collapseKey: 'x\r\napns-topic: evil' }],
+    ['a collapse key with a control character', { collapseKey: 'x\u0007' }],
+  ])('dead-letters %s, naming the field', (_name, change) => {
+    const text = JSON.stringify({ ...valid, ...change });
+    expect(acceptedEvent(JSON.parse(text))).toBeUndefined();
+    const result = decodeEvent(Buffer.from(text));
+    expect(result.ok).toBe(false);
+    if (!result.ok) {
+      expect(result.kind).toBe('invalid-event');
+      expect(result.reason).toMatch('collapseKey' in change ? /^collapseKey: / : /^token: /);
+      if ('token' in change) expect(result.reason).not.toContain(change.token);
+    }
+  });
+
+  it('accepts APNs tokens of 64 to 200 hex digits in either case, and FCM tokens with : _ -', () => {
+    for (const token of [APNS_TOKEN, APNS_TOKEN.toUpperCase(), 'ab'.repeat(100)]) {
+      expect(decodeEvent(encode({ ...valid, platform: 'apns', token })).ok, token).toBe(true);
+    }
+    const fcm = 'dXJ0aGlz_c2hvdWxk-Ym:APA91bHun4MxP5egoKMwt2KZFBaFUH-1RYqx';
+    expect(decodeEvent(encode({ ...valid, token: fcm })).ok).toBe(true);
   });
 
   it('names the offending field but never echoes the token', () => {
@@ -125,6 +159,28 @@ describe('the hand-written check of a valid event', () => {
       '2026-11-29',
     ),
   );
+  /** Device tokens near the per-platform rules: hex of every length around APNs' bounds, FCM-like ones. */
+  const hexDigits = fc.constantFrom(...'0123456789abcdefABCDEF'.split(''));
+  const tokens = fc.oneof(
+    { weight: 3, arbitrary: fc.string({ unit: hexDigits, minLength: 64, maxLength: 64 }) },
+    { weight: 2, arbitrary: fc.string({ unit: hexDigits, minLength: 60, maxLength: 204 }) },
+    {
+      weight: 1,
+      arbitrary: fc.string({
+        unit: fc.constantFrom(...'abcXYZ019_-:'.split('')),
+        minLength: 1,
+        maxLength: 80,
+      }),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.string({
+        unit: fc.constantFrom(...'abcXYZ019_-:.\r\n/ '.split('')),
+        minLength: 1,
+        maxLength: 80,
+      }),
+    },
+  );
   const data = fc.dictionary(strings(0, L.dataKeyLength), strings(0, L.dataValueLength), {
     maxKeys: L.maxDataEntries + 2,
   });
@@ -132,7 +188,9 @@ describe('the hand-written check of a valid event', () => {
     schemaVersion: rarely(fc.constantFrom(1, 2, '1', null)),
     id: often(field(fc.oneof(strings(1, L.idLength), fc.uuid()))),
     platform: often(field(fc.constantFrom('fcm', 'apns', 'apns', 'fcm', 'sms', 'FCM'))),
-    token: often(field(strings(1, L.tokenLength))),
+    token: often(
+      field(fc.oneof({ weight: 1, arbitrary: strings(1, L.tokenLength) }, { weight: 8, arbitrary: tokens })),
+    ),
     notification: often(
       field(
         fc.record({
@@ -148,7 +206,9 @@ describe('the hand-written check of a valid event', () => {
     ttlSeconds: sometimes(
       field(fc.oneof(fc.integer({ min: -1, max: L.maxTtlSeconds + 1 }), fc.constantFrom(-0, 0.5, 1e21))),
     ),
-    collapseKey: sometimes(field(strings(1, L.collapseKeyLength))),
+    collapseKey: sometimes(
+      field(fc.oneof(strings(1, L.collapseKeyLength), fc.constantFrom('orders', 'a\r\nb', 'x\u0000', 'k~!'))),
+    ),
     createdAt: sometimes(field(dates)),
     unknown: rarely(fc.string()),
   });
