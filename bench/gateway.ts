@@ -7,7 +7,7 @@ import autocannon from 'autocannon';
 import type { Message } from 'kafkajs';
 import { hashApiKey } from '../src/gateway/api-keys.ts';
 import { createKafka } from '../src/kafka/client.ts';
-import { ensureTopics } from '../src/kafka/topics.ts';
+import { ensureTopics, SINGLE_BROKER_DURABILITY } from '../src/kafka/topics.ts';
 import { messageKey } from '../src/publish/publisher.ts';
 import { startServices } from '../src/services/index.ts';
 import { machine } from './machine.ts';
@@ -104,11 +104,13 @@ export async function runGatewayBench(options: GatewayBenchOptions): Promise<Gat
   const topic = `bench-gateway-${randomUUID().slice(0, 8)}`;
   const admin = kafka.admin();
   await admin.connect();
-  await ensureTopics(admin, [{ topic, numPartitions: PARTITIONS }]);
+  await ensureTopics(admin, [{ topic, numPartitions: PARTITIONS }], SINGLE_BROKER_DURABILITY);
   await admin.disconnect();
 
   const gateway = await spawnServe({
     KAFKA_BROKERS: services.kafkaBrokers.join(','),
+    AQUEDUCT_TOPIC_REPLICATION_FACTOR: '1',
+    AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: '1',
     REDIS_URL: services.redisUrl,
     AQUEDUCT_REDIS_PREFIX: `bench-gw-${randomUUID().slice(0, 8)}`,
     AQUEDUCT_TOPIC: topic,

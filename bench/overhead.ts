@@ -4,7 +4,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createKafka } from '../src/kafka/client.ts';
-import { ensureTopicFamily } from '../src/kafka/topics.ts';
+import { ensureTopicFamily, SINGLE_BROKER_DURABILITY } from '../src/kafka/topics.ts';
 import { generateEvents } from '../src/publish/generate.ts';
 import { publishEvents } from '../src/publish/publisher.ts';
 import { startServices } from '../src/services/index.ts';
@@ -58,7 +58,7 @@ export async function runOverheadBench(options: OverheadOptions) {
   try {
     const kafka = createKafka({ brokers: services.kafkaBrokers, clientId: 'overhead' });
     const topic = `overhead-${randomUUID().slice(0, 8)}`;
-    await ensureTopicFamily(kafka, topic, 6);
+    await ensureTopicFamily(kafka, topic, 6, SINGLE_BROKER_DURABILITY);
     options.log(`publishing ${options.events} events`);
     await publishEvents(kafka, generateEvents({ count: options.events }), { topic, batchSize: 2000 });
 

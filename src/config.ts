@@ -43,6 +43,16 @@ export const configSchema = z.object({
     .describe(
       'The notification topic; `<topic>.retry`, `<topic>.dlq` and `<topic>.invalid-tokens` derive from it.',
     ),
+  AQUEDUCT_TOPIC_REPLICATION_FACTOR: positiveInt
+    .default(3)
+    .describe(
+      'Replication factor of the topics Aqueduct creates. A single-broker cluster (local services, tests) sets 1.',
+    ),
+  AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: positiveInt
+    .default(2)
+    .describe(
+      '`min.insync.replicas` of the topics Aqueduct creates: how many copies an acknowledged (acks: -1) write is on. At start, an existing topic below these settings is warned about. A single-broker cluster sets 1.',
+    ),
   AQUEDUCT_GROUP_ID: z
     .string()
     .min(1)

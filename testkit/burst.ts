@@ -7,7 +7,7 @@ import { topicsOf } from '../src/config.ts';
 import type { Platform } from '../src/events/event.ts';
 import { createKafka } from '../src/kafka/client.ts';
 import { HEADER, headerString } from '../src/kafka/headers.ts';
-import { ensureTopicFamily } from '../src/kafka/topics.ts';
+import { ensureTopicFamily, SINGLE_BROKER_DURABILITY } from '../src/kafka/topics.ts';
 import { TokenBucketLimiter } from '../src/limiter/index.ts';
 import { generateEvents } from '../src/publish/generate.ts';
 import { publishEvents } from '../src/publish/publisher.ts';
@@ -126,7 +126,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
   const consumers: ConsumerProcess[] = [];
   await mkdir(options.logDir, { recursive: true });
   try {
-    await ensureTopicFamily(kafka, topic, options.partitions);
+    await ensureTopicFamily(kafka, topic, options.partitions, SINGLE_BROKER_DURABILITY);
 
     // The viral burst: everything is on the topic before the first consumer starts.
     const events = [

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { topicsOf } from '../src/config.ts';
 import { EVENT_LIMITS } from '../src/events/event.ts';
 import { createKafka } from '../src/kafka/client.ts';
-import { ensureTopicFamily } from '../src/kafka/topics.ts';
+import { ensureTopicFamily, SINGLE_BROKER_DURABILITY } from '../src/kafka/topics.ts';
 import { generateEvents } from '../src/publish/generate.ts';
 import { messageKey } from '../src/publish/publisher.ts';
 import type { SimulatorFaults } from '../src/simulators/faults.ts';
@@ -100,7 +100,7 @@ export async function runFaultScenario(options: FaultRunOptions): Promise<FaultR
   const logDir = join(options.logDir, topic);
   await mkdir(logDir, { recursive: true });
   try {
-    await ensureTopicFamily(kafka, topic, options.partitions);
+    await ensureTopicFamily(kafka, topic, options.partitions, SINGLE_BROKER_DURABILITY);
     const events = [
       ...generateEvents({ count: options.events, deadTokenRatio: options.deadTokenRatio, idPrefix: runId }),
     ];

@@ -133,6 +133,8 @@ export interface FleetEnvOptions {
 export function fleetEnv(options: FleetEnvOptions): Record<string, string> {
   return {
     KAFKA_BROKERS: options.kafkaBrokers.join(','),
+    AQUEDUCT_TOPIC_REPLICATION_FACTOR: '1',
+    AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: '1',
     REDIS_URL: options.redisUrl,
     AQUEDUCT_TOPIC: options.topic,
     AQUEDUCT_GROUP_ID: `${options.topic}-group`,

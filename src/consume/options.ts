@@ -1,4 +1,5 @@
 import { type Config, topicsOf } from '../config.ts';
+import { topicDurabilityOf } from '../kafka/topics.ts';
 import type { NotificationConsumerOptions } from '../pipeline/consumer-options.ts';
 
 /**
@@ -9,6 +10,7 @@ import type { NotificationConsumerOptions } from '../pipeline/consumer-options.t
 export function consumerOptions(config: Config): NotificationConsumerOptions {
   return {
     topics: topicsOf(config),
+    topicDurability: topicDurabilityOf(config),
     groupId: config.AQUEDUCT_GROUP_ID,
     redisPrefix: config.AQUEDUCT_REDIS_PREFIX,
     dedupeTtlSeconds: config.AQUEDUCT_DEDUPE_TTL_SECONDS,

@@ -116,11 +116,10 @@ export function eventJsonSchema(): Record<string, unknown> {
     title: 'Aqueduct notification event v1',
     ...z.toJSONSchema(notificationEventSchema, { io: 'input', target: 'draft-2020-12' }),
     // The per-platform token rule is a refinement, which toJSONSchema cannot express by itself.
-    allOf: [
-      {
-        if: { properties: { platform: { const: 'apns' } }, required: ['platform'] },
-        then: { properties: { token: { pattern: TOKEN_RULES.apns.pattern.source } } },
-      },
+    // An FCM event, or one whose token is APNs hex.
+    anyOf: [
+      { properties: { platform: { const: 'fcm' } } },
+      { properties: { token: { pattern: TOKEN_RULES.apns.pattern.source } } },
     ],
   };
 }

@@ -89,6 +89,8 @@ export const gatewayConfigSchema = configSchema
     KAFKA_TLS_KEY_FILE: true,
     KAFKA_TLS_REJECT_UNAUTHORIZED: true,
     AQUEDUCT_TOPIC: true,
+    AQUEDUCT_TOPIC_REPLICATION_FACTOR: true,
+    AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: true,
     REDIS_URL: true,
     REDIS_USERNAME: true,
     REDIS_PASSWORD: true,

@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import type { Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
+import { durabilityWarnings, topicDurabilityOf } from '../kafka/topics.ts';
 import { listenOrExplain } from '../lifecycle.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { createLogger, type Logger } from '../log.ts';
@@ -103,6 +105,7 @@ export async function startGateway(
     },
   });
   await writer.start();
+  await warnAboutDurability(kafka, config, logger);
 
   let closing = false;
   const isReady = () => !closing && writer.ready && (redis === undefined || redis.status === 'ready');
@@ -186,4 +189,21 @@ export async function startGateway(
 function urlOf(address: AddressInfo): string {
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${address.port}`;
+}
+
+/**
+ * Logs a warning when the topic cannot keep the promise of a 202 (`acks: -1` on too few replicas).
+ * Best effort: while Kafka is down the gateway starts all the same (and answers 503).
+ */
+async function warnAboutDurability(kafka: Kafka, config: GatewayConfig, logger: Logger): Promise<void> {
+  const admin = kafka.admin();
+  try {
+    await admin.connect();
+    const warnings = await durabilityWarnings(admin, [config.AQUEDUCT_TOPIC], topicDurabilityOf(config));
+    for (const warning of warnings) logger.warn(warning);
+  } catch (error) {
+    logger.debug({ err: { message: (error as Error).message } }, 'topic durability not checked');
+  } finally {
+    await admin.disconnect().catch(() => {});
+  }
 }

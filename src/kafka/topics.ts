@@ -1,20 +1,60 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Admin, Kafka } from 'kafkajs';
+import { type Admin, ConfigResourceTypes, type Kafka } from 'kafkajs';
 import { topicsOf } from '../config.ts';
 
 /**
- * Creates the topics that do not exist yet (existing ones are left as they are, whatever their
- * partition count) and waits for their leaders.
+ * How many copies of each partition a topic Aqueduct creates keeps, and how many of them must have a
+ * write before `acks: -1` (the gateway's 202, every Aqueduct producer) counts it as written. With
+ * `min.insync.replicas` 1, "all in-sync replicas" may be the leader alone, and a lost leader loses
+ * acknowledged events.
+ */
+export interface TopicDurability {
+  replicationFactor: number;
+  minInsyncReplicas: number;
+}
+
+/** What a production cluster wants (the settings' defaults): three copies, two of them in every write. */
+export const PRODUCTION_DURABILITY: TopicDurability = { replicationFactor: 3, minInsyncReplicas: 2 };
+
+/**
+ * A single-broker cluster (the local services, tests, benchmarks, the demo): one copy is all it can
+ * hold. An explicit override, never the default.
+ */
+export const SINGLE_BROKER_DURABILITY: TopicDurability = { replicationFactor: 1, minInsyncReplicas: 1 };
+
+/** The durability the settings ask for (AQUEDUCT_TOPIC_REPLICATION_FACTOR, AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS). */
+export function topicDurabilityOf(config: {
+  AQUEDUCT_TOPIC_REPLICATION_FACTOR: number;
+  AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: number;
+}): TopicDurability {
+  return {
+    replicationFactor: config.AQUEDUCT_TOPIC_REPLICATION_FACTOR,
+    minInsyncReplicas: config.AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS,
+  };
+}
+
+/**
+ * Creates the topics that do not exist yet, with `durability`'s replication factor and
+ * `min.insync.replicas` (existing ones are left as they are, whatever their partition count; see
+ * {@link durabilityWarnings}), and waits for their leaders.
  */
 export async function ensureTopics(
   admin: Admin,
   topics: ReadonlyArray<{ topic: string; numPartitions: number }>,
+  durability: TopicDurability,
 ): Promise<string[]> {
   const existing = new Set(await admin.listTopics());
   const missing = topics.filter((t) => !existing.has(t.topic));
   if (missing.length === 0) return [];
   try {
-    await admin.createTopics({ topics: missing.map((t) => ({ ...t })), waitForLeaders: false });
+    await admin.createTopics({
+      topics: missing.map((t) => ({
+        ...t,
+        replicationFactor: durability.replicationFactor,
+        configEntries: [{ name: 'min.insync.replicas', value: String(durability.minInsyncReplicas) }],
+      })),
+      waitForLeaders: false,
+    });
   } catch (error) {
     // Another instance may have created it between listTopics and createTopics.
     if ((error as { type?: string }).type !== 'TOPIC_ALREADY_EXISTS') throw error;
@@ -24,6 +64,56 @@ export async function ensureTopics(
     missing.map((t) => t.topic),
   );
   return missing.map((t) => t.topic);
+}
+
+/**
+ * One sentence per existing topic whose replication factor or `min.insync.replicas` is below what
+ * `durability` asks for, or whose `min.insync.replicas` exceeds its replicas (then every `acks: -1`
+ * write fails): such a topic cannot keep the promise an acknowledged write makes. Empty when all is well.
+ * Topics that do not exist are skipped.
+ */
+export async function durabilityWarnings(
+  admin: Admin,
+  topics: readonly string[],
+  durability: TopicDurability,
+): Promise<string[]> {
+  const existing = new Set(await admin.listTopics());
+  const present = topics.filter((topic) => existing.has(topic));
+  if (present.length === 0) return [];
+  const metadata = await admin.fetchTopicMetadata({ topics: present });
+  const configs = await admin.describeConfigs({
+    resources: present.map((name) => ({
+      type: ConfigResourceTypes.TOPIC,
+      name,
+      configNames: ['min.insync.replicas'],
+    })),
+    includeSynonyms: false,
+  });
+  const warnings: string[] = [];
+  for (const topic of present) {
+    const partitions = metadata.topics.find((t) => t.name === topic)?.partitions ?? [];
+    const replicas = Math.min(...partitions.map((p) => p.replicas.length));
+    const entry = configs.resources
+      .find((r) => r.resourceName === topic)
+      ?.configEntries.find((e) => e.configName === 'min.insync.replicas');
+    const minIsr = Number(entry?.configValue ?? 1);
+    const problems: string[] = [];
+    if (replicas < durability.replicationFactor)
+      problems.push(
+        `${replicas} replicas, fewer than AQUEDUCT_TOPIC_REPLICATION_FACTOR=${durability.replicationFactor}`,
+      );
+    if (minIsr < durability.minInsyncReplicas)
+      problems.push(
+        `min.insync.replicas=${minIsr}, below AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS=${durability.minInsyncReplicas}`,
+      );
+    if (minIsr > replicas) problems.push(`min.insync.replicas=${minIsr} exceeds its ${replicas} replicas`);
+    if (problems.length > 0) {
+      warnings.push(
+        `topic ${topic}: ${problems.join('; ')}: an acknowledged (acks: -1) write may be lost or every write refused`,
+      );
+    }
+  }
+  return warnings;
 }
 
 /**
@@ -65,12 +155,13 @@ async function waitForLeaders(admin: Admin, topics: string[], timeoutMs = 30_000
 
 /**
  * Creates a notification topic and the three topics derived from it (`.retry`, `.dlq`,
- * `.invalid-tokens`), all with `numPartitions`, where they do not exist yet.
+ * `.invalid-tokens`), all with `numPartitions` and `durability`, where they do not exist yet.
  */
 export async function ensureTopicFamily(
   kafka: Kafka,
   mainTopic: string,
   numPartitions: number,
+  durability: TopicDurability,
 ): Promise<string[]> {
   const topics = topicsOf({ AQUEDUCT_TOPIC: mainTopic });
   const admin = kafka.admin();
@@ -82,6 +173,7 @@ export async function ensureTopicFamily(
         topic,
         numPartitions,
       })),
+      durability,
     );
   } finally {
     await admin.disconnect();

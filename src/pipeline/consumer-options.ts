@@ -1,4 +1,5 @@
 import type { Topics } from '../config.ts';
+import type { TopicDurability } from '../kafka/topics.ts';
 
 /** A provider's token bucket, shared by the whole fleet. */
 export interface BucketLimit {
@@ -31,6 +32,8 @@ export interface ConsumerLimits {
 export interface NotificationConsumerOptions {
   /** The topics read (main and retry) and written (retry, dead letters, invalid tokens). */
   topics: Topics;
+  /** Replication of the outcome topics it creates, and what it warns about in existing ones. */
+  topicDurability: TopicDurability;
   /** The consumer group every instance joins. */
   groupId: string;
   /** Prefix of every Redis key the consumer writes (the done-marks). */

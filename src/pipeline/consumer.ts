@@ -3,7 +3,7 @@ import type { Consumer, Kafka, Producer } from 'kafkajs';
 import type { Topics } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
 import { restartable } from '../kafka/errors.ts';
-import { ensureTopics } from '../kafka/topics.ts';
+import { durabilityWarnings, ensureTopics } from '../kafka/topics.ts';
 import { poolKey, poolPlan } from '../limiter/pool-policy.ts';
 import { type PoolBucket, TokenPool, type TokenSource } from '../limiter/token-pool.ts';
 import type { Logger } from '../log.ts';
@@ -110,11 +110,19 @@ export class NotificationConsumer {
       }
       const [metadata] = (await admin.fetchTopicMetadata({ topics: [topics.main] })).topics;
       const numPartitions = metadata?.partitions.length ?? 1;
-      await ensureTopics(admin, [
-        { topic: topics.retry, numPartitions },
-        { topic: topics.deadLetter, numPartitions },
-        { topic: topics.invalidTokens, numPartitions },
-      ]);
+      await ensureTopics(
+        admin,
+        [
+          { topic: topics.retry, numPartitions },
+          { topic: topics.deadLetter, numPartitions },
+          { topic: topics.invalidTokens, numPartitions },
+        ],
+        options.topicDurability,
+      );
+      const family = [topics.main, topics.retry, topics.deadLetter, topics.invalidTokens];
+      for (const warning of await durabilityWarnings(admin, family, options.topicDurability)) {
+        deps.logger.warn(warning);
+      }
     } finally {
       await admin.disconnect();
     }

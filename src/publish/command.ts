@@ -3,7 +3,7 @@ import { createInterface } from 'node:readline';
 import { type Command, InvalidArgumentError } from 'commander';
 import { loadConfig } from '../config.ts';
 import { createKafka } from '../kafka/client.ts';
-import { ensureTopicFamily } from '../kafka/topics.ts';
+import { ensureTopicFamily, topicDurabilityOf } from '../kafka/topics.ts';
 import { startTracing } from '../telemetry/tracing.ts';
 import { generateEvents } from './generate.ts';
 import { publishEvents } from './publisher.ts';
@@ -60,7 +60,7 @@ export function registerPublishCommand(program: Command): void {
         clientId: `${config.KAFKA_CLIENT_ID}-publish`,
       });
       if (flags.createTopic) {
-        const created = await ensureTopicFamily(kafka, topic, flags.partitions);
+        const created = await ensureTopicFamily(kafka, topic, flags.partitions, topicDurabilityOf(config));
         if (created.length > 0 && !flags.quiet) console.error(`created ${created.join(', ')}`);
       }
 

@@ -10,6 +10,10 @@ export function registerServicesCommand(program: Command): void {
       const services = await startServices({ log: (message) => console.error(message) });
       console.log(`export KAFKA_BROKERS=${services.kafkaBrokers.join(',')}`);
       console.log(`export REDIS_URL=${services.redisUrl}`);
+      if (services.source.kafka !== 'env') {
+        // One broker holds one copy: the override of the production defaults (3 replicas, 2 in sync).
+        console.log('export AQUEDUCT_TOPIC_REPLICATION_FACTOR=1 AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS=1');
+      }
       console.error('Running. Ctrl-C stops what was started.');
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);

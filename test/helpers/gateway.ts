@@ -8,7 +8,7 @@ import { hashApiKey } from '../../src/gateway/api-keys.ts';
 import { loadGatewayConfig } from '../../src/gateway/config.ts';
 import { type Gateway, startGateway } from '../../src/gateway/server.ts';
 import { createKafka } from '../../src/kafka/client.ts';
-import { ensureTopics } from '../../src/kafka/topics.ts';
+import { ensureTopics, SINGLE_BROKER_DURABILITY } from '../../src/kafka/topics.ts';
 import { createLogger } from '../../src/log.ts';
 
 /** Options of {@link startTestGateway}. */
@@ -46,11 +46,13 @@ export async function startTestGateway(options: TestGatewayOptions): Promise<Tes
   const kafka = createKafka({ brokers, clientId: 'aqueduct-test' });
   const admin = kafka.admin();
   await admin.connect();
-  await ensureTopics(admin, [{ topic, numPartitions: options.partitions ?? 3 }]);
+  await ensureTopics(admin, [{ topic, numPartitions: options.partitions ?? 3 }], SINGLE_BROKER_DURABILITY);
   await admin.disconnect();
   const prefix = `aqt-gw-${randomUUID().slice(0, 8)}`;
   const config = loadGatewayConfig({
     KAFKA_BROKERS: brokers.join(','),
+    AQUEDUCT_TOPIC_REPLICATION_FACTOR: '1',
+    AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: '1',
     REDIS_URL: inject('redisUrl'),
     AQUEDUCT_REDIS_PREFIX: prefix,
     AQUEDUCT_TOPIC: topic,
@@ -131,6 +133,8 @@ export async function spawnGateway(env: Record<string, string>): Promise<Gateway
       AQUEDUCT_GATEWAY_PORT: '0',
       AQUEDUCT_GATEWAY_ADMIN_PORT: '0',
       AQUEDUCT_GATEWAY_HOST: '127.0.0.1',
+      AQUEDUCT_TOPIC_REPLICATION_FACTOR: '1',
+      AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: '1',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -9,7 +9,7 @@ import { inject } from 'vitest';
 import { topicsOf } from '../../src/config.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import { HEADER, headerString } from '../../src/kafka/headers.ts';
-import { ensureTopicFamily } from '../../src/kafka/topics.ts';
+import { ensureTopicFamily, SINGLE_BROKER_DURABILITY } from '../../src/kafka/topics.ts';
 import { LocalRedis } from '../../src/services/index.ts';
 import type { SimulatorOptions } from '../../src/simulators/simulator.ts';
 import { type ConsumerProcess, spawnConsumer } from '../../testkit/fleet.ts';
@@ -60,13 +60,15 @@ export async function startRig(options: RigOptions): Promise<Rig> {
   const topic = `pipe-${randomUUID().slice(0, 8)}`;
   const kafka = createKafka({ brokers: inject('kafkaBrokers'), clientId: 'aqueduct-test' });
   const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
-  await ensureTopicFamily(kafka, topic, options.partitions);
+  await ensureTopicFamily(kafka, topic, options.partitions, SINGLE_BROKER_DURABILITY);
   const localRedis = await LocalRedis.start();
   const redis = new Redis(localRedis.url);
   const simulators = await startSimulators({ rate: 100_000, burst: 100_000, ...options.simulator });
   const logDir = await mkdtemp(join(tmpdir(), 'aqueduct-rig-'));
   const env: Record<string, string> = {
     KAFKA_BROKERS: inject('kafkaBrokers').join(','),
+    AQUEDUCT_TOPIC_REPLICATION_FACTOR: '1',
+    AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: '1',
     REDIS_URL: localRedis.url,
     AQUEDUCT_TOPIC: topic,
     AQUEDUCT_GROUP_ID: `${topic}-group`,

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createKafka } from '../../src/kafka/client.ts';
-import { ensureTopicFamily } from '../../src/kafka/topics.ts';
+import { ensureTopicFamily, SINGLE_BROKER_DURABILITY } from '../../src/kafka/topics.ts';
 import { generateEvents } from '../../src/publish/generate.ts';
 import { publishEvents } from '../../src/publish/publisher.ts';
 import { LocalKafka } from '../../src/services/index.ts';
@@ -48,7 +48,7 @@ describe('aqueduct consume exits after SIGTERM', () => {
     async (delayMs) => {
       const topic = `test-exit-${randomUUID().slice(0, 8)}`;
       const client = createKafka({ brokers: kafka.brokers, clientId: 'aqueduct-test' });
-      await ensureTopicFamily(client, topic, 4);
+      await ensureTopicFamily(client, topic, 4, SINGLE_BROKER_DURABILITY);
       await publishEvents(client, [...generateEvents({ count: 3000 })], { topic });
       const consumer = spawnConsumer(
         'exit',

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { topicsOf } from '../../src/config.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import { HEADER, headerString } from '../../src/kafka/headers.ts';
-import { ensureTopicFamily } from '../../src/kafka/topics.ts';
+import { ensureTopicFamily, SINGLE_BROKER_DURABILITY } from '../../src/kafka/topics.ts';
 import { DoneStore } from '../../src/pipeline/done-store.ts';
 import { replayDeadLetters } from '../../src/replay/replay.ts';
 import { eventIdOf, readTopic } from '../../testkit/topics.ts';
@@ -49,7 +49,7 @@ describe('aqueduct replay', () => {
   it('republishes the chosen kinds once, with the original key, value and headers, and forgets their dead-letter marks', async () => {
     const topic = `test-replay-${randomUUID().slice(0, 8)}`;
     const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
-    await ensureTopicFamily(kafka, topic, 2);
+    await ensureTopicFamily(kafka, topic, 2, SINGLE_BROKER_DURABILITY);
     const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
     await producer.connect();
     await producer.send({
@@ -112,7 +112,7 @@ describe('aqueduct replay', () => {
     async function deadLetterTopic(): Promise<{ topics: ReturnType<typeof topicsOf>; ids: string[] }> {
       const topic = `test-replay-${randomUUID().slice(0, 8)}`;
       const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
-      await ensureTopicFamily(kafka, topic, PARTITIONS);
+      await ensureTopicFamily(kafka, topic, PARTITIONS, SINGLE_BROKER_DURABILITY);
       const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
       await producer.connect();
       const ids: string[] = [];

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, redactConfig } from '../../src/config.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import { kafkaSecurity } from '../../src/kafka/security.ts';
-import { ensureTopicFamily } from '../../src/kafka/topics.ts';
+import { ensureTopicFamily, SINGLE_BROKER_DURABILITY } from '../../src/kafka/topics.ts';
 import { TokenBucketLimiter } from '../../src/limiter/index.ts';
 import { generateEvents } from '../../src/publish/generate.ts';
 import { publishEvents } from '../../src/publish/publisher.ts';
@@ -164,7 +164,7 @@ describe('connection security from the settings', () => {
       extra: kafkaSecurity(config),
     });
     const topic = `secure-${Date.now()}`;
-    await ensureTopicFamily(client, topic, 2);
+    await ensureTopicFamily(client, topic, 2, SINGLE_BROKER_DURABILITY);
     const events = [...generateEvents({ count: 60, deadTokenRatio: 0.1 })];
     await publishEvents(client, events, { topic });
     let simulators: Simulators | undefined;

@@ -1,0 +1,59 @@
+import { randomUUID } from 'node:crypto';
+import { ConfigResourceTypes } from 'kafkajs';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { loadConfig } from '../../src/config.ts';
+import { createKafka } from '../../src/kafka/client.ts';
+import {
+  durabilityWarnings,
+  ensureTopics,
+  PRODUCTION_DURABILITY,
+  SINGLE_BROKER_DURABILITY,
+  topicDurabilityOf,
+} from '../../src/kafka/topics.ts';
+
+// The run's broker is a single node: it can hold the override, and shows what the defaults refuse.
+
+describe('topic durability', () => {
+  const kafka = createKafka({ brokers: inject('kafkaBrokers'), clientId: 'aqueduct-test' });
+  const admin = kafka.admin();
+  beforeAll(() => admin.connect());
+  afterAll(() => admin.disconnect());
+
+  it('defaults to what a production cluster wants; the single broker is an override', () => {
+    expect(topicDurabilityOf(loadConfig({}))).toEqual(PRODUCTION_DURABILITY);
+    expect(PRODUCTION_DURABILITY).toEqual({ replicationFactor: 3, minInsyncReplicas: 2 });
+    expect(
+      topicDurabilityOf(
+        loadConfig({ AQUEDUCT_TOPIC_REPLICATION_FACTOR: '1', AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: '1' }),
+      ),
+    ).toEqual(SINGLE_BROKER_DURABILITY);
+  });
+
+  it('creates topics with the replication factor and min.insync.replicas asked for', async () => {
+    const topic = `dur-${randomUUID().slice(0, 8)}`;
+    // Three replicas cannot be placed on one broker: the production default is really asked for.
+    await expect(ensureTopics(admin, [{ topic, numPartitions: 1 }], PRODUCTION_DURABILITY)).rejects.toThrow();
+    expect(await ensureTopics(admin, [{ topic, numPartitions: 2 }], SINGLE_BROKER_DURABILITY)).toEqual([
+      topic,
+    ]);
+    const configs = await admin.describeConfigs({
+      resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas'] }],
+      includeSynonyms: false,
+    });
+    const entry = configs.resources[0]?.configEntries.find((e) => e.configName === 'min.insync.replicas');
+    expect(entry?.configValue).toBe('1');
+    expect(entry?.configSource).toBe(1); // TOPIC_CONFIG: set on the topic, not inherited
+  });
+
+  it('warns about an existing topic that cannot keep the acks: -1 promise, and not about a good one', async () => {
+    const topic = `dur-${randomUUID().slice(0, 8)}`;
+    await ensureTopics(admin, [{ topic, numPartitions: 1 }], SINGLE_BROKER_DURABILITY);
+    expect(await durabilityWarnings(admin, [topic], SINGLE_BROKER_DURABILITY)).toEqual([]);
+    const warnings = await durabilityWarnings(admin, [topic, 'no-such-topic-here'], PRODUCTION_DURABILITY);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(
+      `topic ${topic}: 1 replicas, fewer than AQUEDUCT_TOPIC_REPLICATION_FACTOR=3`,
+    );
+    expect(warnings[0]).toContain('min.insync.replicas=1, below AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS=2');
+  });
+});
