@@ -17,6 +17,7 @@ import {
 import { DoneStore } from './done-store.ts';
 import { noopObserver, type PipelineObserver } from './observer.ts';
 import { OutcomeWriter } from './outcome-writer.ts';
+import { TenantPools } from './tenant-pools.ts';
 
 /** What {@link NotificationConsumer.start} needs besides its options. */
 export interface ConsumerDeps {
@@ -38,7 +39,7 @@ export class NotificationConsumer {
   private readonly producer: Producer;
   private readonly processor: BatchProcessor;
   private readonly observer: PipelineObserver;
-  private readonly pools = new Map<string, TokenPool>();
+  private readonly pools = new TenantPools<TokenPool>();
   private joined = false;
   /** Group joins so far: the first, and one per rebalance after it. */
   private joins = 0;
@@ -213,11 +214,10 @@ export class NotificationConsumer {
   /** The pool of an event's bucket group: its provider's bucket, and its tenant's when it has one. */
   private poolFor(event: NotificationEvent): TokenPool | undefined {
     if (!this.options.limits.enabled) return undefined;
-    let pool = this.pools.get(poolKey(event.platform, event.tenant, this.options.limits));
-    if (!pool) {
+    return this.pools.get(poolKey(event.platform, event.tenant, this.options.limits), () => {
       const provider = this.providerBucket(event.platform);
-      const { key, buckets, chunk, window } = poolPlan(provider, event.tenant, this.options.limits);
-      pool = new TokenPool(this.deps.tokenSource, buckets, {
+      const { buckets, chunk, window } = poolPlan(provider, event.tenant, this.options.limits);
+      return new TokenPool(this.deps.tokenSource, buckets, {
         chunk,
         window,
         onError: (error) => {
@@ -226,9 +226,7 @@ export class NotificationConsumer {
         },
         onAcquire: (acquire) => this.observer.poolAcquired?.(buckets, acquire),
       });
-      this.pools.set(key, pool);
-    }
-    return pool;
+    });
   }
 
   private providerBucket(platform: Platform): PoolBucket {
@@ -271,7 +269,7 @@ export class NotificationConsumer {
         // is let go.
         await this.processor.marksSettled();
         if (stuck.length === 0) await this.consumer.disconnect();
-        await Promise.all([...this.pools.values()].map((pool) => pool.close()));
+        await this.pools.closeAll();
         await this.producer.disconnect();
       };
       if (!(await within(Math.max(0, started + timeoutMs - Date.now()), rest()))) {
