@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,13 +7,17 @@ import type { PushRequest } from '../../src/providers/types.ts';
 
 /** A valid event (defaults applied), with a fresh id and token unless given. */
 export function pushRequest(overrides: Partial<NotificationEventInput> = {}, attempt = 1): PushRequest {
-  const event = notificationEventSchema.parse({
+  const { platform = 'fcm', token, ...rest } = overrides;
+  const parsed = notificationEventSchema.parse({
     id: `evt-${randomUUID()}`,
-    platform: 'fcm',
-    token: `tok-${randomUUID()}`,
+    platform,
+    token: platform === 'apns' ? randomBytes(32).toString('hex') : `tok-${randomUUID()}`,
     notification: { title: 'Hello', body: 'World' },
-    ...overrides,
+    ...rest,
   });
+  // A given token is set after validation: provider tests send tokens the doors refuse (the simulators'
+  // dead- and bad- prefixes on APNs) to see what the provider itself does with them.
+  const event = token === undefined ? parsed : { ...parsed, token };
   return { event, attempt };
 }
 
