@@ -8,16 +8,23 @@
 # `node` devDependency, which gives a Node 24 binary to machines whose system Node is older, is not
 # needed here: the base image is Node 24, and `--omit=dev` leaves it out with every other dev tool.
 
+# ---- the base image ----
+# Pinned by tag: node:24-slim. To pin it by digest (what a reproducible build wants), write the digest
+# the registry gives for the tag on both FROM lines, `node:24-slim@sha256:<digest>`:
+#   docker buildx imagetools inspect node:24-slim --format '{{json .Manifest.Digest}}'
+# (or `docker pull node:24-slim && docker inspect --format '{{index .RepoDigests 0}}' node:24-slim`),
+# and refresh it the same way for each Node security release. The digest is never written from memory:
+# only one read from the registry is (docs/development.md, "The image's base and lockfile").
+
 # ---- dependencies: production packages only, resolved exactly from the lockfile ----
 FROM node:24-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 # --ignore-scripts: no production dependency needs its install script (protobufjs' only prints a version
 # hint; @firebase/util's writes a browser default nobody here reads), and not running them is safer.
-# `npm install` rather than `npm ci`: vite (a dev dependency) names a Windows-only optional package that
-# the registry does not serve, so the lockfile can never list it and `npm ci` refuses the lockfile as
-# out of sync. `npm install` still resolves from the lockfile where it can.
-RUN npm install --omit=dev --ignore-scripts --no-audit --no-fund \
+# `npm ci`: exactly the lockfile, or a failed build. The lockfile is complete for every platform (it
+# lists vite's Windows-only optional dependency too, which npm skips here), so `npm ci` accepts it.
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
   && npm cache clean --force
 
 # ---- runtime: the same base, the sources, and those packages ----
@@ -35,8 +42,9 @@ RUN mkdir -p /certs && chown node:node /certs
 # `node` (uid 1000) comes with the official image.
 USER node
 
-# 9464: health + metrics of `consume` (AQUEDUCT_HTTP_PORT); 8080: the gateway (AQUEDUCT_GATEWAY_PORT).
-EXPOSE 9464 8080
+# 9464: health + metrics of `consume` (AQUEDUCT_HTTP_PORT); 8080: the gateway's API
+# (AQUEDUCT_GATEWAY_PORT); 9465: the gateway's probes, metrics and OpenAPI (AQUEDUCT_GATEWAY_ADMIN_PORT).
+EXPOSE 9464 8080 9465
 
 # slim has no curl or wget: Node's fetch asks /healthz on AQUEDUCT_HTTP_PORT (default 9464).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
