@@ -3,9 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { createKafka } from '../src/kafka/client.ts';
 import { LocalKafka, LocalRedis } from '../src/services/index.ts';
 import { type FaultResult, type FaultRunOptions, runFaultScenario } from '../testkit/faults.ts';
 import { FUZZ_KINDS, fuzzMessages } from '../testkit/fuzz.ts';
+import { type HostileClientsResult, runHostileClients } from './hostile-clients.ts';
 import { machine } from './machine.ts';
 
 /**
@@ -16,7 +18,10 @@ import { machine } from './machine.ts';
  * - `redisRestart`: redis-server stopped for 3 s and started again, empty;
  * - `brokerRestart`: the Kafka broker process stopped (controlled shutdown) for 5 s and started again;
  * - `providerStorm`: 30% 5xx all along, and three 1 s storms of 429 with Retry-After;
- * - `badInput`: fuzzed messages of every kind (see testkit/fuzz.ts) mixed into valid traffic.
+ * - `badInput`: fuzzed messages of every kind (see testkit/fuzz.ts) mixed into valid traffic;
+ * - `hostileClients`: slow bodies, floods of invalid batches, huge headers and forged baggage against
+ *   `aqueduct serve`, alongside normal traffic (bench/hostile-clients.ts); its figures go to
+ *   bench/results/hostile-clients.json.
  * Every count comes from the simulators and the topics (testkit/ledger.ts); device tokens are looked
  * for in every consumer log line and every span exported to a local OTLP/HTTP receiver.
  */
@@ -37,8 +42,11 @@ export const SCENARIOS = [
   'brokerRestart',
   'providerStorm',
   'badInput',
+  'hostileClients',
 ] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
+/** The scenarios run on consumers during a burst (all but hostileClients, which runs on the gateway). */
+type ConsumerScenario = Exclude<ScenarioName, 'hostileClients'>;
 
 export interface FaultsBenchOptions {
   scenarios: readonly ScenarioName[];
@@ -61,12 +69,13 @@ export interface FaultsBenchResult {
   command: string;
   machine: ReturnType<typeof machine>;
   setup: Record<string, unknown>;
-  results: Partial<Record<ScenarioName, ScenarioResult>>;
+  results: Partial<Record<ConsumerScenario, ScenarioResult>>;
+  hostileClients?: HostileClientsResult;
   allTargetsMet: boolean;
 }
 
 /** The targets of issue 9, per scenario. */
-export function targetsOf(name: ScenarioName, r: FaultResult): ScenarioResult['targets'] {
+export function targetsOf(name: ConsumerScenario, r: FaultResult): ScenarioResult['targets'] {
   const duplicateLimit = name === 'killConsumer' ? Math.floor(r.delivered * 0.001) : 0;
   const targets: ScenarioResult['targets'] = {
     lost: { target: '= 0', value: r.lost, met: r.lost === 0 },
@@ -84,6 +93,15 @@ export function targetsOf(name: ScenarioName, r: FaultResult): ScenarioResult['t
   return targets;
 }
 
+/** hostileClients: normal traffic well inside what the gateway serves, and the hostile clients beside it. */
+export const HOSTILE_SETUP = {
+  normal: { requestsPerSecond: 100, batch: 20, connections: 8 },
+  roundSeconds: 10,
+  roundsEach: 3,
+  hostile: { slowBodies: 200, invalidFlood: 4, hugeHeaders: 2, baggage: 2 },
+  requestTimeoutMs: 5000,
+};
+
 export async function runFaultsBench(options: FaultsBenchOptions): Promise<FaultsBenchResult> {
   const log = options.log;
   // Private services: the broker is stopped mid-run and Redis is wiped, which no shared one may suffer.
@@ -92,6 +110,7 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
   const logDir = await mkdtemp(join(tmpdir(), 'aqueduct-bench-faults-'));
   log(`logs: ${logDir}`);
   const results: FaultsBenchResult['results'] = {};
+  let hostileClients: HostileClientsResult | undefined;
   try {
     const common: Omit<FaultRunOptions, 'name'> = {
       kafkaBrokers: kafka.brokers,
@@ -115,7 +134,7 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
       logDir,
       log,
     };
-    const scenarios: Record<ScenarioName, () => Promise<FaultResult>> = {
+    const scenarios: Record<ConsumerScenario, () => Promise<FaultResult>> = {
       killConsumer: () =>
         runFaultScenario({
           ...common,
@@ -178,6 +197,21 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
     };
     for (const name of options.scenarios) {
       log(`== ${name}`);
+      if (name === 'hostileClients') {
+        hostileClients = await runHostileClients({
+          kafka: createKafka({ brokers: kafka.brokers, clientId: 'bench-hostile' }),
+          kafkaBrokers: kafka.brokers,
+          redisUrl: redis.url,
+          normal: HOSTILE_SETUP.normal,
+          roundSeconds: HOSTILE_SETUP.roundSeconds,
+          roundsEach: HOSTILE_SETUP.roundsEach,
+          hostile: HOSTILE_SETUP.hostile,
+          requestTimeoutMs: HOSTILE_SETUP.requestTimeoutMs,
+          log,
+        });
+        log(`  hostileClients: ${JSON.stringify({ ...hostileClients, rounds: undefined })}`);
+        continue;
+      }
       const result = await scenarios[name]();
       results[name] = { ...result, targets: targetsOf(name, result) };
       log(`  ${name}: ${JSON.stringify(result)}`);
@@ -211,10 +245,34 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
       spans: 'every span exported over OTLP/HTTP (json) to a local receiver and scanned',
     },
     results,
-    allTargetsMet: Object.values(results).every((r) => Object.values(r.targets).every((t) => t.met)),
+    ...(hostileClients ? { hostileClients } : {}),
+    allTargetsMet:
+      Object.values(results).every((r) => Object.values(r.targets).every((t) => t.met)) &&
+      Object.values(hostileClients?.targets ?? {}).every((t) => t.met),
   };
   await mkdir(options.outDir, { recursive: true });
-  await writeFile(join(options.outDir, 'faults.json'), `${JSON.stringify(result, null, 2)}\n`);
+  // Each file holds the runs of its own scenarios: running hostileClients alone keeps faults.json.
+  if (Object.keys(results).length > 0) {
+    const { hostileClients: _separate, ...faults } = result;
+    await writeFile(join(options.outDir, 'faults.json'), `${JSON.stringify(faults, null, 2)}\n`);
+  }
+  if (hostileClients) {
+    await writeFile(
+      join(options.outDir, 'hostile-clients.json'),
+      `${JSON.stringify(
+        {
+          scenario: 'faults/hostileClients',
+          command: 'BENCH_FAULTS_SCENARIOS=hostileClients npm run bench -- faults',
+          measuredAt: new Date().toISOString(),
+          machine: result.machine,
+          setup: HOSTILE_SETUP,
+          ...hostileClients,
+        },
+        null,
+        2,
+      )}\n`,
+    );
+  }
   return result;
 }
 
@@ -233,7 +291,9 @@ const FIGURES = [
 
 /** The table printed after a run (and rendered into docs/benchmarks.md by bench/readme.ts). */
 export function faultsTable(result: FaultsBenchResult): string {
-  const names = SCENARIOS.filter((name) => result.results[name]);
+  const names = SCENARIOS.filter(
+    (name): name is ConsumerScenario => name !== 'hostileClients' && result.results[name] !== undefined,
+  );
   const rows = FIGURES.map((figure) => {
     const cells = names.map((name) => {
       const r = result.results[name] as ScenarioResult;
@@ -246,6 +306,19 @@ export function faultsTable(result: FaultsBenchResult): string {
     `| figure | ${names.join(' | ')} |`,
     `| --- | ${names.map(() => '---:').join(' | ')} |`,
     ...rows,
+  ].join('\n');
+}
+
+/** The hostileClients figures: normal traffic alone and beside the hostile clients, and the targets. */
+export function hostileClientsTable(r: HostileClientsResult): string {
+  return [
+    '| figure | alone | with hostile clients | target |',
+    '| --- | ---: | ---: | --- |',
+    `| normal 202/s | ${r.alone.acceptedPerSecond} | ${r.withHostile.acceptedPerSecond} | ${r.targets.acceptedRate?.target} (${r.targets.acceptedRate?.value}) |`,
+    `| normal p99 ms | ${r.alone.p99Ms} | ${r.withHostile.p99Ms} | ${r.targets.p99?.target} (${r.targets.p99?.value}) |`,
+    `| lost events | | ${r.lost} of ${r.acceptedEvents} | = 0 |`,
+    `| baggage headers on the topic | | ${r.baggageHeadersOnTopic} | = 0 |`,
+    `| slow bodies closed by the gateway (longest open) | | ${r.slowBodiesClosed} (${r.slowBodyLongestOpenMs} ms) | |`,
   ].join('\n');
 }
 
@@ -264,7 +337,11 @@ export async function main(): Promise<void> {
     outDir: RESULTS_DIR,
     log: (line) => console.error(line),
   });
-  console.log(faultsTable(result));
+  if (Object.keys(result.results).length > 0) console.log(faultsTable(result));
+  if (result.hostileClients) console.log(hostileClientsTable(result.hostileClients));
+  for (const [figure, t] of Object.entries(result.hostileClients?.targets ?? {})) {
+    if (!t.met) console.log(`MISSED hostileClients.${figure} ${t.target}: ${t.value}`);
+  }
   for (const [name, r] of Object.entries(result.results)) {
     for (const [figure, t] of Object.entries(r.targets)) {
       if (!t.met) console.log(`MISSED ${name}.${figure} ${t.target}: ${t.value}`);

@@ -287,12 +287,12 @@ async function plainProducer(
   return Math.round(events / ((performance.now() - started) / 1000));
 }
 
-interface ServeProcess {
+export interface ServeProcess {
   url: string;
   stop(): Promise<void>;
 }
 
-function spawnServe(env: Record<string, string>): Promise<ServeProcess> {
+export function spawnServe(env: Record<string, string>): Promise<ServeProcess> {
   const child: ChildProcess = spawn(process.execPath, [CLI, 'serve'], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

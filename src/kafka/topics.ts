@@ -1,6 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Admin, ConfigResourceTypes, type Kafka } from 'kafkajs';
+import kafkajs, { type Admin, type Kafka } from 'kafkajs';
 import { topicsOf } from '../config.ts';
+
+// kafkajs is CommonJS, and Node's ESM import sees only some of its named exports: this one is read off
+// the default export.
+const { ConfigResourceTypes } = kafkajs;
 
 /**
  * How many copies of each partition a topic Aqueduct creates keeps, and how many of them must have a

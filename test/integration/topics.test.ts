@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ConfigResourceTypes } from 'kafkajs';
+import kafkajs from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
 import { createKafka } from '../../src/kafka/client.ts';
@@ -37,7 +37,9 @@ describe('topic durability', () => {
       topic,
     ]);
     const configs = await admin.describeConfigs({
-      resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas'] }],
+      resources: [
+        { type: kafkajs.ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas'] },
+      ],
       includeSynonyms: false,
     });
     const entry = configs.resources[0]?.configEntries.find((e) => e.configName === 'min.insync.replicas');
