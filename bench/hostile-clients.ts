@@ -1,7 +1,7 @@
+import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { request } from 'node:http';
-import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import type { Kafka } from 'kafkajs';
 import { hashApiKey } from '../src/gateway/api-keys.ts';
@@ -111,19 +111,18 @@ export async function runHostileClients(options: HostileClientsOptions): Promise
     acceptedEvents += (warmUp.statusCodeStats?.['202']?.count ?? 0) * options.normal.batch;
     for (let round = 0; round < options.roundsEach * 2; round++) {
       const hostile = round % 2 === 1;
-      const stop = new AbortController();
-      const hostileCounts: Record<string, number> = {};
-      const count = (what: string) => {
-        hostileCounts[what] = (hostileCounts[what] ?? 0) + 1;
-      };
-      const baggageAccepted = { events: 0 };
-      const clients = hostile
-        ? startHostileClients(port, options.hostile, stop.signal, count, slow, baggageAccepted)
-        : Promise.resolve();
-      if (hostile) await sleep(1000); // the slow bodies are all open before measuring
+      // The hostile clients run in a process of their own, so that their work does not delay the
+      // load generator's own clock and skew the latencies it measures.
+      const clients = hostile ? await startHostileProcess(port, options.hostile) : undefined;
+      if (clients) await sleep(1000); // the slow bodies are all open before measuring
       const result = await driveNormal(gateway.url, bodies, options.normal, options.roundSeconds);
-      stop.abort();
-      await clients;
+      const report = clients ? await clients.stop() : undefined;
+      const hostileCounts = report?.counts ?? {};
+      const baggageAccepted = { events: report?.baggageAccepted ?? 0 };
+      if (report) {
+        slow.closed += report.slow.closed;
+        slow.longestOpenMs = Math.max(slow.longestOpenMs, report.slow.longestOpenMs);
+      }
       const stats = result.statusCodeStats ?? {};
       const accepted = stats['202']?.count ?? 0;
       acceptedEvents += accepted * options.normal.batch + baggageAccepted.events;
@@ -185,6 +184,43 @@ export async function runHostileClients(options: HostileClientsOptions): Promise
   };
 }
 
+/** What the hostile process reports when it stops. */
+interface HostileReport {
+  counts: Record<string, number>;
+  slow: { closed: number; longestOpenMs: number };
+  baggageAccepted: number;
+}
+
+const HOSTILE_WORKER = fileURLToPath(new URL('./hostile-worker.ts', import.meta.url));
+
+/** Starts bench/hostile-worker.ts against the gateway; `stop` ends it and returns its report. */
+async function startHostileProcess(
+  port: number,
+  hostile: HostileClientsOptions['hostile'],
+): Promise<{ stop(): Promise<HostileReport> }> {
+  const child = spawn(process.execPath, [HOSTILE_WORKER], {
+    env: {
+      ...process.env,
+      HOSTILE_PORT: String(port),
+      HOSTILE_KEY: KEYS.hostile,
+      HOSTILE_CLIENTS: JSON.stringify(hostile),
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    output += chunk.toString('utf8');
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    async stop() {
+      child.kill('SIGTERM');
+      await exited;
+      return JSON.parse(output) as HostileReport;
+    },
+  };
+}
+
 function driveNormal(
   gatewayUrl: string,
   bodies: string[],
@@ -201,148 +237,6 @@ function driveNormal(
     duration: seconds,
     timeout: 30,
   });
-}
-
-/** Runs every kind of hostile client until `signal` aborts; resolves once they have all stopped. */
-async function startHostileClients(
-  port: number,
-  hostile: HostileClientsOptions['hostile'],
-  signal: AbortSignal,
-  count: (what: string) => void,
-  slow: { closed: number; longestOpenMs: number },
-  baggageAccepted: { events: number },
-): Promise<void> {
-  const loops: Array<Promise<void>> = [];
-  for (let i = 0; i < hostile.slowBodies; i++) loops.push(slowBodyLoop(port, signal, count, slow));
-  const invalid = JSON.stringify({
-    events: Array.from({ length: 200 }, (_, i) => ({
-      platform: i % 2 === 0 ? 'apns' : 'fcm',
-      token: i % 2 === 0 ? 'not-hex-at-all' : 'aa\r\nbb',
-      notification: { title: 'x'.repeat(100), body: 'y'.repeat(400) },
-    })),
-  });
-  for (let i = 0; i < hostile.invalidFlood; i++) {
-    loops.push(
-      requestLoop(port, signal, count, 'invalid', () => ({
-        headers: { authorization: `Bearer ${KEYS.hostile}` },
-        body: invalid,
-      })),
-    );
-  }
-  const huge = 'h'.repeat(20 * 1024);
-  for (let i = 0; i < hostile.hugeHeaders; i++) {
-    loops.push(
-      requestLoop(port, signal, count, 'hugeHeaders', () => ({
-        headers: { authorization: `Bearer ${KEYS.hostile}`, 'x-padding': huge },
-        body: '{}',
-      })),
-    );
-  }
-  for (let i = 0; i < hostile.baggage; i++) {
-    loops.push(
-      requestLoop(
-        port,
-        signal,
-        count,
-        'baggage',
-        () => ({
-          headers: {
-            authorization: `Bearer ${KEYS.hostile}`,
-            baggage: 'userId=alice,isAdmin=true',
-            traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01`,
-          },
-          body: JSON.stringify({
-            platform: 'fcm',
-            token: `baggage-${randomBytes(24).toString('hex')}`,
-            notification: { title: 'hi', body: 'there' },
-          }),
-        }),
-        (status) => {
-          if (status === 202) baggageAccepted.events++;
-        },
-      ),
-    );
-  }
-  await Promise.all(loops);
-}
-
-/** Announces a 100 kB body and sends a byte a second; opens another connection when one is closed. */
-async function slowBodyLoop(
-  port: number,
-  signal: AbortSignal,
-  count: (what: string) => void,
-  slow: { closed: number; longestOpenMs: number },
-): Promise<void> {
-  while (!signal.aborted) {
-    const opened = Date.now();
-    const closedByServer = await new Promise<boolean>((resolve) => {
-      const socket: Socket = connect(port, '127.0.0.1');
-      let timer: NodeJS.Timeout | undefined;
-      const onAbort = () => {
-        clearInterval(timer);
-        socket.destroy();
-        resolve(false);
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      socket.on('connect', () => {
-        socket.write(
-          `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEYS.hostile}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{`,
-        );
-        timer = setInterval(() => socket.write(' '), 1000);
-      });
-      socket.on('error', () => {});
-      socket.on('close', () => {
-        clearInterval(timer);
-        signal.removeEventListener('abort', onAbort);
-        resolve(!signal.aborted);
-      });
-    });
-    if (closedByServer) {
-      slow.closed++;
-      slow.longestOpenMs = Math.max(slow.longestOpenMs, Date.now() - opened);
-      count('slowBodyClosed');
-    }
-  }
-}
-
-/** Sends requests one after another on fresh connections, counting the statuses, until aborted. */
-async function requestLoop(
-  port: number,
-  signal: AbortSignal,
-  count: (what: string) => void,
-  kind: string,
-  make: () => { headers: Record<string, string>; body: string },
-  onStatus: (status: number) => void = () => {},
-): Promise<void> {
-  while (!signal.aborted) {
-    const { headers, body } = make();
-    const status = await new Promise<number>((resolve) => {
-      const req = request(
-        {
-          host: '127.0.0.1',
-          port,
-          method: 'POST',
-          path: '/v1/notifications',
-          headers: {
-            'content-type': 'application/json',
-            'content-length': Buffer.byteLength(body),
-            ...headers,
-          },
-        },
-        (res) => {
-          res.resume();
-          res.on('end', () => resolve(res.statusCode ?? 0));
-          res.on('error', () => resolve(0));
-        },
-      );
-      req.on('error', () => resolve(0));
-      req.end(body);
-    });
-    onStatus(status);
-    count(`${kind}:${status}`);
-    // A refused client retries at once: the flood is as fast as the gateway answers.
-    if (status === 0) await sleep(10);
-  }
 }
 
 function validBatch(size: number): string {

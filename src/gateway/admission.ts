@@ -122,6 +122,21 @@ export class TenantAdmission {
     };
   }
 
+  /**
+   * Takes up to `events` tokens from the tenant's bucket, as many as it holds, and never gives them back:
+   * the cost of a refused request's events (an invalid batch costs its events like a valid one, so a
+   * flood of invalid batches drains the bucket as fast as valid ones would).
+   * @throws LimiterUnavailableError when Redis cannot be asked
+   */
+  async charge(tenant: string, events: number): Promise<void> {
+    const limit = this.limitOf(tenant);
+    if (limit === null || events <= 0 || !this.limiter) return;
+    await this.limiter.acquire(
+      [{ name: admissionBucketName(tenant), rate: limit.rate, capacity: limit.burst }],
+      Math.min(events, limit.burst),
+    );
+  }
+
   /** Gives a tenant's tokens back (events admitted but then not accepted, e.g. Kafka was down). */
   async giveBack(tenant: string, events: number): Promise<void> {
     const limit = this.limitOf(tenant);

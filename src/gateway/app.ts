@@ -114,7 +114,8 @@ const BEFORE_BODY = { connection: 'close' };
  * one admission unit of the tenant's bucket for the request itself (429), both before the body is even
  * read; then body size and JSON (413/415/400), the events (400/403/413), the rest of the events'
  * admission units (429), Kafka (503). So an invalid or oversize request costs its tenant a unit like
- * any other, and a tenant flooding them is throttled. Every answer to a known tenant with a limit
+ * any other (an invalid batch costs its events, taken as far as the bucket holds them), and a tenant
+ * flooding them is throttled. Every answer to a known tenant with a limit
  * carries the `RateLimit` and `RateLimit-Policy` fields.
  */
 export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
@@ -276,11 +277,14 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
       ...(options.newId ? { newId: options.newId } : {}),
     });
     if (!prepared.ok) {
+      // The request's first unit was taken at the door; the rest of its events cost the same refused.
+      const counted = eventCountOf(request.body);
+      if (counted > 1) await admission.charge(tenant, counted - 1).catch(() => {});
       return respond(
         prepared.status,
         { error: prepared.error, message: prepared.message },
         await currentLimitHeaders(tenant),
-        { reason: prepared.error, events: 1 },
+        { reason: prepared.error, events: counted },
       );
     }
     const events = prepared.events;
@@ -367,6 +371,14 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
     return respond(202, { ids: events.map((event) => event.id) }, limitHeaders);
   });
   return app;
+}
+
+/** How many events a parsed body holds: a batch's array length, else one. */
+function eventCountOf(body: unknown): number {
+  if (typeof body === 'object' && body !== null && 'events' in body && Array.isArray(body.events)) {
+    return Math.max(1, body.events.length);
+  }
+  return 1;
 }
 
 /** The 429 body of a throttled tenant. */

@@ -235,6 +235,14 @@ describe('gateway on real Kafka and Redis', () => {
       },
     });
     try {
+      // An invalid batch costs its events like a valid one: ten invalid events empty the burst of 10.
+      const batch = await flood.post(
+        { events: Array.from({ length: 10 }, () => ({ platform: 'fcm' })) },
+        { key: ACME },
+      );
+      expect(batch.status).toBe(400);
+      expect(batch.headers.get('ratelimit')).toMatch(/^"tenant";r=0;/);
+      await sleep(5000); // the bucket fills again (2/s)
       const statuses: number[] = [];
       for (let i = 0; i < 30; i++) {
         statuses.push((await flood.post({ events: [{ platform: 'fcm' }] }, { key: ACME })).status);
