@@ -122,19 +122,41 @@ export class TenantAdmission {
     };
   }
 
+  /** Units a tenant's refused batches cost that its bucket did not hold (this replica's, capped). */
+  private readonly owed = new Map<string, number>();
+
   /**
-   * Takes up to `events` tokens from the tenant's bucket, as many as it holds, and never gives them back:
-   * the cost of a refused request's events (an invalid batch costs its events like a valid one, so a
-   * flood of invalid batches drains the bucket as fast as valid ones would).
+   * The door of a request: one unit for the request itself, plus what the tenant's earlier refused
+   * batches still owe (see {@link charge}), all or nothing. A tenant that keeps sending invalid batches
+   * thus pays for every event in them before its next request is read.
+   * @throws LimiterUnavailableError when Redis cannot be asked
+   */
+  async admitRequest(tenant: string): Promise<Admission> {
+    const owed = this.owed.get(tenant) ?? 0;
+    const admission = await this.admit(tenant, 1 + owed);
+    if (admission.kind === 'admitted') this.owed.delete(tenant);
+    return admission;
+  }
+
+  /**
+   * Charges a refused request's events: takes what the tenant's bucket holds of them now, and what it
+   * does not hold is owed, paid at the tenant's next request ({@link admitRequest}); the debt is capped
+   * below the burst, so a request can always be admitted once the bucket refills. An invalid batch
+   * thus costs its events like a valid one.
    * @throws LimiterUnavailableError when Redis cannot be asked
    */
   async charge(tenant: string, events: number): Promise<void> {
     const limit = this.limitOf(tenant);
     if (limit === null || events <= 0 || !this.limiter) return;
-    await this.limiter.acquire(
+    const wanted = Math.min(events, limit.burst);
+    const result = await this.limiter.acquire(
       [{ name: admissionBucketName(tenant), rate: limit.rate, capacity: limit.burst }],
-      Math.min(events, limit.burst),
+      wanted,
     );
+    const unpaid = result.failedOpen ? 0 : wanted - result.granted;
+    if (unpaid > 0) {
+      this.owed.set(tenant, Math.min(limit.burst - 1, (this.owed.get(tenant) ?? 0) + unpaid));
+    }
   }
 
   /** Gives a tenant's tokens back (events admitted but then not accepted, e.g. Kafka was down). */

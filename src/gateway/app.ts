@@ -196,7 +196,7 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
     tenants.set(request, tenant);
     let admitted: Admission;
     try {
-      admitted = await admission.admit(tenant, 1);
+      admitted = await admission.admitRequest(tenant);
     } catch (error) {
       if (!(error instanceof LimiterUnavailableError)) throw error;
       reply.headers(BEFORE_BODY);
