@@ -216,7 +216,7 @@ export function burstMarkdown(result: BurstBenchResult): string {
     ([name, t]) => `| \`${name}\` | ${t.target} | ${t.value} | ${t.met ? 'met' : '**missed**'} |`,
   );
   return [
-    `Measured with \`${result.command}\` on ${m.cores} cores, ${m.memoryGiB} GiB (${m.cpu}), Node ${m.node}: ${s.events} events published before ${s.consumers} consumer processes start, ${s.partitions} partitions, both simulators at ${PROVIDER.rate}/s with a burst of ${PROVIDER.burst}, 1% dead tokens, 1% provider 5xx. Aqueduct is configured with rate ${AQUEDUCT.rate}/s and burst ${AQUEDUCT.burst} per provider, ${SEND_CONCURRENCY} pushes in flight per provider per consumer, refills waited for in chunks of ${ACQUIRE_CHUNK}.`,
+    `Measured with \`${result.command}\` on ${m.cores} cores, ${m.memoryGiB} GiB (${m.cpu}), Node ${m.node}, ${m.kafka ?? 'Kafka 3.9.1 (local)'}: ${s.events} events published before ${s.consumers} consumer processes start, ${s.partitions} partitions, both simulators at ${PROVIDER.rate}/s with a burst of ${PROVIDER.burst}, 1% dead tokens, 1% provider 5xx. Aqueduct is configured with rate ${AQUEDUCT.rate}/s and burst ${AQUEDUCT.burst} per provider, ${SEND_CONCURRENCY} pushes in flight per provider per consumer, refills waited for in chunks of ${ACQUIRE_CHUNK}.`,
     '',
     burstTable(result),
     '',

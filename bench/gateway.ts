@@ -340,7 +340,7 @@ export function gatewayTable(result: GatewayBenchResult): string {
     )
     .join('\n');
   return [
-    `Measured with \`${result.command}\` on ${m.cores} cores, ${m.memoryGiB} GiB, Node ${m.node}: \`aqueduct serve\` in its own process, autocannon with ${t.connections} connections sending batches of ${t.batch} events, one ${t.partitions}-partition topic, acks from all in-sync replicas; gateway and plain producer take turns, ${t.rounds} × ${t.phaseSeconds} s each.`,
+    `Measured with \`${result.command}\` on ${m.cores} cores, ${m.memoryGiB} GiB, Node ${m.node}, ${m.kafka ?? 'Kafka 3.9.1 (local)'}: \`aqueduct serve\` in its own process, autocannon with ${t.connections} connections sending batches of ${t.batch} events, one ${t.partitions}-partition topic, acks from all in-sync replicas; gateway and plain producer take turns, ${t.rounds} × ${t.phaseSeconds} s each.`,
     '',
     '| | gateway events/s | gateway requests/s | gateway p99 (ms) | plain kafkajs producer events/s |',
     '| --- | ---: | ---: | ---: | ---: |',

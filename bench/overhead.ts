@@ -149,7 +149,7 @@ function cpu(run: { seconds: number; cpuSeconds?: number }): string {
 export function overheadMarkdown(result: Awaited<ReturnType<typeof runOverheadBench>>): string {
   const m = result.machine;
   return [
-    `Measured with \`${result.command}\` on ${m.cores} cores, ${m.memoryGiB} GiB, Node ${m.node}: ${result.events} events on one 6-partition topic, each side in its own process, one after the other.`,
+    `Measured with \`${result.command}\` on ${m.cores} cores, ${m.memoryGiB} GiB, Node ${m.node}, ${m.kafka ?? 'Kafka 3.9.1 (local)'}: ${result.events} events on one 6-partition topic, each side in its own process, one after the other.`,
     '',
     '| | raw kafkajs `eachBatch`, decode only | Aqueduct pipeline, no-op provider | Aqueduct, real clients → simulators (reference) |',
     '| --- | ---: | ---: | ---: |',
