@@ -72,6 +72,8 @@ local function rejected()
   return failure
 end
 
+--- @include "refill"
+
 local huge, tonumber, format = math.huge, tonumber, string.format
 local KEYS, ARGV, call = KEYS, ARGV, redis.call
 
@@ -124,19 +126,10 @@ for i = 1, k do
     end
     state[4] = config
   end
-  -- includes/refill.lua's `refilled`, written out: as a function it would cost every call a closure
-  -- and a call per bucket (1% more instructions). A missing tokens or ts means a new (or expired)
-  -- bucket, which starts full.
+  -- A missing tokens or ts means a new (or expired) bucket, which starts full (and has no ts).
   local level, ts, block = state[1], state[2], state[3]
-  if level and ts then
-    level, ts = level + 0, ts + 0
-    if now > ts then -- (a server clock that stepped back, e.g. after a failover, refills nothing)
-      level = level + (now - ts) * rate / 1000000
-    end
-    if level > capacity then level = capacity end
-  else
-    level, ts = capacity, nil
-  end
+  if level and ts then level, ts = level + 0, ts + 0 else ts = nil end
+  level = refilled(level, ts, now, rate, capacity)
   if block then
     block = block + 0 -- written by block.lua
     if block > now_ms and (not blocked_until or block > blocked_until) then blocked_until = block end
