@@ -4,7 +4,7 @@
  * `npm run kafka:fetch -- --all` fetches every tested version (CI runs the suite on each).
  */
 import { SetupError } from '../src/services/errors.ts';
-import { kafkaClasspath } from '../src/services/kafka-local.ts';
+import { kafkaClasspath } from '../src/services/kafka-classpath.ts';
 import { kafkaVersion, TESTED_KAFKA_VERSIONS } from '../src/services/kafka-version.ts';
 
 try {

@@ -1,19 +1,14 @@
-import Fastify, {
-  type FastifyError,
-  type FastifyInstance,
-  type FastifyReply,
-  type FastifyRequest,
-} from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Message } from 'kafkajs';
 import { LimiterUnavailableError } from '../limiter/index.ts';
 import type { Logger } from '../log.ts';
 import { type Admission, policyHeaders, rateLimitHeaders, type TenantAdmission } from './admission.ts';
 import type { ApiKeys } from './api-keys.ts';
+import { boundedFastify, type ConnectionLimits } from './bounded-server.ts';
 import type { TenantLimit } from './config.ts';
 import { prepareBody } from './events.ts';
 import { KafkaUnavailableError } from './kafka-unavailable.ts';
 import type { GatewayMetrics } from './metrics.ts';
-import { openApiDocument } from './openapi.ts';
 import { endRequestTrace, startPublishTrace, startRequestTrace } from './tracing.ts';
 
 /** Where accepted events go: {@link KafkaWriter} in production. */
@@ -36,63 +31,10 @@ export interface GatewayAppOptions {
   maxBodyBytes: number;
   /** Retry-After of a 503 (seconds). */
   retryAfterSeconds: number;
-  /** How long slow clients may hold a connection (defaults: those of {@link DEFAULT_CONNECTION_LIMITS}). */
+  /** How long slow clients may hold a connection (defaults: DEFAULT_CONNECTION_LIMITS in bounded-server.ts). */
   connections?: Partial<ConnectionLimits>;
   /** Makes the id of an event that has none (default: a random UUID). */
   newId?: () => string;
-}
-
-/** What bounds a client's hold on the server: every timeout in milliseconds. */
-export interface ConnectionLimits {
-  /** Headers and body must all have arrived within this time (408 and closed otherwise). */
-  requestTimeoutMs: number;
-  /** Headers must all have arrived within this time (closed otherwise). */
-  headersTimeoutMs: number;
-  /** An idle kept-alive connection is closed after this time. */
-  keepAliveTimeoutMs: number;
-  /** A connection with no traffic at all is closed after this time. */
-  connectionTimeoutMs: number;
-  /** Most open connections; further ones are closed at once. */
-  maxConnections: number;
-}
-
-/** The settings' defaults (AQUEDUCT_GATEWAY_*_TIMEOUT_MS, AQUEDUCT_GATEWAY_MAX_CONNECTIONS). */
-export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
-  requestTimeoutMs: 20_000,
-  headersTimeoutMs: 10_000,
-  keepAliveTimeoutMs: 5_000,
-  connectionTimeoutMs: 30_000,
-  maxConnections: 4096,
-};
-
-/**
- * A fastify instance whose server drops slow and idle clients: Node checks the header and request
- * deadlines only every `connectionsCheckingInterval` (30 s by default), so the check runs often enough
- * for a deadline to be kept within a fraction of itself.
- */
-export function boundedFastify(
-  limits: Partial<ConnectionLimits>,
-  options: { bodyLimit?: number } = {},
-): FastifyInstance {
-  const l = { ...DEFAULT_CONNECTION_LIMITS, ...limits };
-  const app = Fastify({
-    logger: false,
-    return503OnClosing: true,
-    ...options,
-    requestTimeout: l.requestTimeoutMs,
-    keepAliveTimeout: l.keepAliveTimeoutMs,
-    connectionTimeout: l.connectionTimeoutMs,
-    http: {
-      headersTimeout: l.headersTimeoutMs,
-      requestTimeout: l.requestTimeoutMs,
-      connectionsCheckingInterval: Math.max(
-        50,
-        Math.min(1000, Math.floor(Math.min(l.headersTimeoutMs, l.requestTimeoutMs) / 4)),
-      ),
-    },
-  });
-  app.server.maxConnections = l.maxConnections;
-  return app;
 }
 
 /** A JSON error answer: a machine-readable kind and a message that names the problem. */
@@ -387,39 +329,4 @@ function throttledBody(tenant: string, limit: TenantLimit, retryAfterSeconds: nu
     error: 'throttled',
     message: `tenant "${tenant}" is above its limit of ${limit.rate} events/s (burst ${limit.burst}); retry after ${retryAfterSeconds} s`,
   };
-}
-
-/** What {@link buildAdminApp} serves. */
-export interface AdminAppOptions {
-  metrics: GatewayMetrics;
-  /** `/readyz` answers 200 only while this returns true. */
-  isReady: () => boolean;
-  /** Version shown in the OpenAPI document. */
-  version: string;
-  maxBatch: number;
-  maxBodyBytes: number;
-}
-
-/**
- * The gateway's admin app, on a port of its own that callers never reach (the Kubernetes Service does
- * not expose it): `/openapi.json`, `/healthz`, `/readyz` and `/metrics`, none behind an API key.
- */
-export function buildAdminApp(options: AdminAppOptions): FastifyInstance {
-  const { metrics } = options;
-  const app = boundedFastify({});
-  const document = openApiDocument({
-    version: options.version,
-    maxBatch: options.maxBatch,
-    maxBodyBytes: options.maxBodyBytes,
-  });
-  app.get('/openapi.json', async (_request, reply) => reply.send(document));
-  app.get('/healthz', async (_request, reply) => reply.send({ status: 'ok' }));
-  app.get('/readyz', async (_request, reply) => {
-    const ready = options.isReady();
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready' });
-  });
-  app.get('/metrics', async (_request, reply) =>
-    reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
-  );
-  return app;
 }

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { openSync } from 'node:fs';
 
 /**
@@ -75,6 +75,17 @@ export async function which(command: string): Promise<string | undefined> {
   return new Promise((resolve) => {
     execFile('sh', ['-c', `command -v ${command}`], (error, stdout) => {
       resolve(error ? undefined : stdout.trim() || undefined);
+    });
+  });
+}
+
+/** Runs a command to its end; its stdout, or an error with what it printed. */
+export function runCommand(command: string, args: string[]): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    execFile(command, args, { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      if (error)
+        reject(new Error(`${command} ${args.at(-1) ?? ''} failed: ${stderr || stdout || error.message}`));
+      else resolvePromise(stdout);
     });
   });
 }
