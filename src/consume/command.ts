@@ -4,7 +4,7 @@ import { type Config, configReference, loadConfig, redactConfig } from '../confi
 import type { Platform } from '../events/event.ts';
 import { createKafka } from '../kafka/client.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
-import { exitIfStillRunning, openResources } from '../lifecycle.ts';
+import { exitStopped, openResources } from '../lifecycle.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { RestartSafeTokenSource } from '../limiter/restart-guard.ts';
 import { createLogger, type Logger } from '../log.ts';
@@ -194,7 +194,7 @@ export async function runConsumer(config: Config): Promise<void> {
     logger.error({ open: openResources() }, 'shutdown bound exceeded; exiting');
     process.exit(1);
   }, bound).unref();
-  const drain = await app.stop({ drainTimeoutMs: bound - Math.min(3000, Math.round(bound / 5)) });
+  await app.stop({ drainTimeoutMs: bound - Math.min(3000, Math.round(bound / 5)) });
   // After the consumer: its last spans end while it drains; shutdown exports them, within what is left
   // of the bound (an unreachable collector must not turn a clean stop into a hard one).
   const flushed = await Promise.race([
@@ -204,15 +204,8 @@ export async function runConsumer(config: Config): Promise<void> {
   if (!flushed) logger.warn('trace export did not finish in time; the last spans are lost');
   clearTimeout(hardStop);
   logger.info({ exitCode }, 'stopped');
-  process.exitCode = exitCode;
-  // What is still running now (kafkajs rejoining after a broker restart, an export hanging on an
-  // unreachable collector) has nobody left to serve and must not keep the process alive.
-  if (drain.timedOut || !flushed) process.exit(exitCode);
-  exitIfStillRunning(logger, exitCode, Math.max(500, Math.min(STOPPED_EXIT_GRACE_MS, stopBy - Date.now())));
+  exitStopped(logger, exitCode);
 }
-
-/** How long a process that logged "stopped" may take to exit by itself before it is made to. */
-const STOPPED_EXIT_GRACE_MS = 3000;
 
 /** Where each provider's pushes go (for the CLIENT spans' server.address and server.port). */
 function providerServers(config: Config): Record<Platform, ProviderServer> {

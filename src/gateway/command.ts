@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { exitIfStillRunning, openResources } from '../lifecycle.ts';
+import { exitStopped, openResources } from '../lifecycle.ts';
 import { createLogger } from '../log.ts';
 import { settingsHelp } from '../settings.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
@@ -61,7 +61,6 @@ export async function runGateway(config: GatewayConfig): Promise<void> {
     process.once('SIGINT', resolve);
   });
   logger.info('shutting down: finishing requests in flight');
-  const stopBy = Date.now() + config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS;
   const hardStop = setTimeout(() => {
     logger.error({ open: openResources() }, 'shutdown bound exceeded; exiting');
     process.exit(1);
@@ -71,7 +70,7 @@ export async function runGateway(config: GatewayConfig): Promise<void> {
   await tracing.shutdown();
   clearTimeout(hardStop);
   logger.info('stopped');
-  exitIfStillRunning(logger, 0, Math.max(500, Math.min(3000, stopBy - Date.now())));
+  exitStopped(logger, 0);
 }
 
 async function readStdin(): Promise<string> {

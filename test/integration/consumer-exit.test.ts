@@ -12,8 +12,9 @@ import { type Simulators, startSimulators } from '../../testkit/simulators.ts';
 /**
  * After SIGTERM, `aqueduct consume` exits by itself within AQUEDUCT_SHUTDOWN_TIMEOUT_MS, also right after
  * a broker restart, while kafkajs is still rejoining the group (a broker of its own: the suite's cannot
- * be restarted). The process must get there on its own: the last guard (exit anyway a few seconds after
- * "stopped") must not be what ends it.
+ * be restarted). kafkajs may still be rejoining when the drain's share of the bound runs out ("drain
+ * timed out": the uncommitted tail is read again by the next owner); the hard bound of the whole stop must
+ * never be what ends the process.
  */
 
 const SHUTDOWN_TIMEOUT_MS = 10_000;
@@ -81,8 +82,8 @@ describe('aqueduct consume exits after SIGTERM', () => {
         expect(code, messages(consumer).join('\n')).toBe(0);
         expect(tookMs).toBeLessThanOrEqual(SHUTDOWN_TIMEOUT_MS + 1000);
         await waitForLog(consumer, 'stopped', 1000);
-        expect(messages(consumer)).not.toContain('still running after "stopped"; exiting anyway');
-        expect(messages(consumer)).not.toContain('shutdown bound exceeded; exiting');
+        const hardStops = consumer.logs.filter((line) => line.msg === 'shutdown bound exceeded; exiting');
+        expect(hardStops, JSON.stringify(consumer.logs.slice(-12))).toEqual([]);
       } finally {
         if (consumer.ended === undefined) await consumer.kill();
       }
