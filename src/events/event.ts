@@ -63,7 +63,7 @@ export const notificationEventSchema = z
     id: text(L.idLength)
       .regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces')
       .describe(
-        'Unique event id: the idempotency key (a redelivered event with the same id is pushed once).',
+        "Unique event id within its tenant: (tenant, id) is the idempotency key (a redelivered event with the same id is pushed once; another tenant's event with the same id is its own).",
       ),
     platform: z.enum(['fcm', 'apns']).describe('Which push provider delivers it.'),
     token: text(L.tokenLength)
@@ -104,6 +104,16 @@ export const notificationEventSchema = z
 
 /** A validated event, with defaults applied. */
 export type NotificationEvent = z.output<typeof notificationEventSchema>;
+
+/**
+ * The idempotency key of an event: (tenant, id). Tenants choose their own ids, so one tenant's
+ * `order-42` must not mark another's as done. A space joins the two, which neither a tenant nor an id
+ * may contain, so no two pairs share a key; an event without a tenant keys by its id alone, as every
+ * event did before tenants were scoped (their marks still apply after an upgrade).
+ */
+export function idempotencyKey(event: Pick<NotificationEvent, 'id' | 'tenant'>): string {
+  return event.tenant === undefined ? event.id : `${event.tenant} ${event.id}`;
+}
 /** What a producer writes (defaults may be left out). */
 export type NotificationEventInput = z.input<typeof notificationEventSchema>;
 export type Platform = NotificationEvent['platform'];

@@ -163,12 +163,12 @@ export class DoneStore {
    * Records final outcomes: this process knows them at once (isDoneLocally); the returned promise
    * resolves once they are in Redis (coalesced with other callers' marks).
    */
-  mark(entries: ReadonlyArray<{ id: string; outcome: FinalOutcome }>): Promise<void> {
+  mark(entries: ReadonlyArray<{ key: string; outcome: FinalOutcome }>): Promise<void> {
     if (entries.length === 0) return Promise.resolve();
-    for (const { id, outcome } of entries) {
-      this.pending.keys.push(this.key(id));
+    for (const { key, outcome } of entries) {
+      this.pending.keys.push(this.key(key));
       this.pending.outcomes.push(outcome);
-      this.remember(id);
+      this.remember(key);
     }
     if (!this.flushing) {
       const flushing = new Promise<void>((resolve) => setTimeout(resolve, this.options.markCoalesceMs)).then(

@@ -1,6 +1,6 @@
 import type { KafkaMessage } from 'kafkajs';
 import { type DecodeResult, decodeEvent } from '../events/decode.ts';
-import type { NotificationEvent } from '../events/event.ts';
+import { idempotencyKey, type NotificationEvent } from '../events/event.ts';
 import { envelopeBytes, HEADER, headerNumber } from '../kafka/headers.ts';
 import type { PushOutcome } from '../providers/types.ts';
 
@@ -13,7 +13,7 @@ export interface Item {
   attempt: number;
   /** Epoch ms before which it must not be sent (retries only); 0 for "now". */
   notBefore: number;
-  /** The key its outcome is recorded under: the event id, or the message's coordinates when it has none. */
+  /** The key its outcome is recorded under: the event's (tenant, id), or the message's coordinates when it has none. */
   dedupeKey: string;
 }
 
@@ -54,6 +54,6 @@ export function readItem(topic: string, partition: number, message: KafkaMessage
   const fromRetry = topic === limits.retryTopic;
   const attempt = fromRetry ? Math.max(1, headerNumber(message.headers, HEADER.attempt, 1)) : 1;
   const notBefore = fromRetry ? headerNumber(message.headers, HEADER.notBefore, 0) : 0;
-  const dedupeKey = decoded.ok ? decoded.event.id : `@${topic}:${partition}:${message.offset}`;
+  const dedupeKey = decoded.ok ? idempotencyKey(decoded.event) : `@${topic}:${partition}:${message.offset}`;
   return { offset: message.offset, message, decoded, attempt, notBefore, dedupeKey };
 }

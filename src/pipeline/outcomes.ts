@@ -48,7 +48,7 @@ export function settleAnswered(
     case 'invalid-token':
       return {
         record: { kind: 'invalid-token', event, message: item.message, origin, reason: outcome.reason },
-        mark: { id: event.id, outcome: 'invalid-token' },
+        mark: { key: item.dedupeKey, outcome: 'invalid-token' },
       };
     case 'rejected':
       return deadLetter(item, origin, 'rejected', outcome.reason);
@@ -88,8 +88,7 @@ export function retryDelayMs(
 function deadLetter(item: Item, origin: Origin, reasonKind: string, reason: string): Settlement {
   return {
     record: { kind: 'dead-letter', message: item.message, origin, reasonKind, reason },
-    // The dedupe key, not the event id: a message that did not decode has no id of its own.
-    mark: { id: item.dedupeKey, outcome: 'dead-lettered' },
+    mark: { key: item.dedupeKey, outcome: 'dead-lettered' },
     deadLettered: reasonKind,
   };
 }

@@ -6,9 +6,9 @@ import type { Answered, Item, Sendable } from './item.ts';
 import type { PipelineObserver } from './observer.ts';
 import type { PartitionState } from './partition-state.ts';
 
-/** A done-mark: an event id and its final outcome. */
+/** A done-mark: an event's idempotency key (Item.dedupeKey) and its final outcome. */
 export interface DoneMark {
-  id: string;
+  key: string;
   outcome: FinalOutcome;
 }
 
@@ -153,7 +153,7 @@ export class Sender {
       this.deps,
       answered
         .filter(({ outcome }) => outcome.kind === 'delivered')
-        .map(({ event }) => ({ id: event.id, outcome: 'delivered' })),
+        .map(({ item }) => ({ key: item.dedupeKey, outcome: 'delivered' })),
     );
     return answered;
   }

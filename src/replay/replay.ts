@@ -1,5 +1,6 @@
 import type { Admin, IHeaders, Kafka, KafkaMessage, Message } from 'kafkajs';
 import type { Topics } from '../config.ts';
+import { idempotencyKey } from '../events/event.ts';
 import { retryRetriable } from '../kafka/errors.ts';
 import { HEADER, headerString } from '../kafka/headers.ts';
 import type { DoneStore } from '../pipeline/done-store.ts';
@@ -177,7 +178,7 @@ interface PartCounts {
   byKind: Record<string, number>;
   /** The messages to republish, stripped of Aqueduct's headers. */
   replay: Message[];
-  /** Their event ids, whose dead-letter marks are forgotten. */
+  /** Their idempotency keys ((tenant, id), see idempotencyKey), whose dead-letter marks are forgotten. */
   ids: string[];
 }
 
@@ -200,8 +201,8 @@ function classify(messages: readonly KafkaMessage[], kinds: ReadonlySet<string>)
       value: message.value,
       headers: withoutAqueductHeaders(message.headers),
     });
-    const id = eventIdOf(message.value);
-    if (id !== undefined) counts.ids.push(id);
+    const key = idempotencyKeyOf(message.value);
+    if (key !== undefined) counts.ids.push(key);
   }
   return counts;
 }
@@ -224,10 +225,15 @@ export function withoutAqueductHeaders(headers: IHeaders | undefined): IHeaders 
   return out;
 }
 
-function eventIdOf(value: Buffer): string | undefined {
+/** The dead letter's idempotency key, as the consumer marked it (undefined when it has no event id). */
+function idempotencyKeyOf(value: Buffer): string | undefined {
   try {
-    const parsed = JSON.parse(value.toString('utf8')) as { id?: unknown };
-    return typeof parsed?.id === 'string' ? parsed.id : undefined;
+    const parsed = JSON.parse(value.toString('utf8')) as { id?: unknown; tenant?: unknown };
+    if (typeof parsed?.id !== 'string') return undefined;
+    return idempotencyKey({
+      id: parsed.id,
+      ...(typeof parsed.tenant === 'string' ? { tenant: parsed.tenant } : {}),
+    });
   } catch {
     return undefined;
   }

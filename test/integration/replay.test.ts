@@ -63,8 +63,8 @@ describe('aqueduct replay', () => {
       ],
     });
     await doneStore.mark([
-      { id: 'e1', outcome: 'dead-lettered' },
-      { id: 'e3', outcome: 'delivered' }, // delivered meanwhile by another copy: its mark must stay
+      { key: 'e1', outcome: 'dead-lettered' },
+      { key: 'e3', outcome: 'delivered' }, // delivered meanwhile by another copy: its mark must stay
     ]);
     const groupId = `${topic}-group.replay`;
 

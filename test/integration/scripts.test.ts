@@ -52,7 +52,7 @@ describe('one reply shape and one error format', () => {
       ttlSeconds: 60,
       markCoalesceMs: 0,
     });
-    await store.mark([{ id: 'a', outcome: 'delivered' }]);
+    await store.mark([{ key: 'a', outcome: 'delivered' }]);
     const reply = await scriptCall(redis.client, 'doneCheck')(2, store.key('missing'), store.key('a'));
     expect(replyFields(reply)).toEqual(['', 'delivered']);
     expect(await store.lookup(['a', 'missing'])).toEqual(new Map([['a', 'delivered']]));

@@ -35,8 +35,8 @@ class MemoryDoneStore implements DoneMarks {
   isDoneLocally(id: string): boolean {
     return this.marks.has(id);
   }
-  async mark(entries: ReadonlyArray<{ id: string; outcome: FinalOutcome }>): Promise<void> {
-    for (const { id, outcome } of entries) this.marks.set(id, outcome);
+  async mark(entries: ReadonlyArray<{ key: string; outcome: FinalOutcome }>): Promise<void> {
+    for (const { key, outcome } of entries) this.marks.set(key, outcome);
   }
   async settled(): Promise<void> {}
   private read(ids: readonly string[]): Map<string, string> {
@@ -240,6 +240,26 @@ describe('BatchProcessor', () => {
     expect([...r.doneStore.marks]).toEqual(['e0', 'e1', 'e2', 'e3'].map((id) => [id, 'delivered']));
     expect(r.outcomes.records).toEqual([]);
     expect(r.pauses).toEqual([]);
+  });
+
+  it("keys outcomes by (tenant, id): two tenants' order-42 are both pushed, one tenant's second copy is skipped", async () => {
+    const r = rig();
+    const { payload, calls } = payloadOf(TOPIC, [
+      message(0, { ...event('order-42'), tenant: 'acme' }),
+      message(1, { ...event('order-42'), tenant: 'globex' }),
+      message(2, event('order-42')),
+      message(3, { ...event('order-42'), tenant: 'acme' }),
+    ]);
+    await r.processor.eachBatch(payload);
+    await r.processor.marksSettled();
+
+    expect(r.providers.fcm.sent).toEqual(['order-42', 'order-42', 'order-42']);
+    expect(calls.resolved.at(-1)).toBe('3'); // the second copy waits a step for the first one's mark
+    expect(Object.fromEntries(r.doneStore.marks)).toEqual({
+      'acme order-42': 'delivered',
+      'globex order-42': 'delivered',
+      'order-42': 'delivered',
+    });
   });
 
   it('dead-letters a message that is not an event, under its coordinates, and resolves past it', async () => {

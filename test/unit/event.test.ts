@@ -2,7 +2,12 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { acceptedEvent, decodeEvent } from '../../src/events/decode.ts';
-import { EVENT_LIMITS, eventJsonSchema, notificationEventSchema } from '../../src/events/event.ts';
+import {
+  EVENT_LIMITS,
+  eventJsonSchema,
+  idempotencyKey,
+  notificationEventSchema,
+} from '../../src/events/event.ts';
 import { generateEvents } from '../../src/publish/generate.ts';
 
 const valid = {
@@ -249,5 +254,33 @@ describe('the hand-written check of a valid event', () => {
       expect(acceptedEvent(JSON.parse(JSON.stringify(event)))).toStrictEqual(event);
     expect(acceptedEvent(JSON.parse(JSON.stringify(valid)))).toStrictEqual(valid);
     expect(acceptedEvent({ ...valid, schemaVersion: 1 })).toStrictEqual({ schemaVersion: 1, ...valid });
+  });
+});
+
+describe('idempotencyKey', () => {
+  it('keys an event without a tenant by its id alone, as before tenants were scoped', () => {
+    expect(idempotencyKey({ id: 'order-42' })).toBe('order-42');
+  });
+
+  it('never gives two different (tenant, id) pairs the same key, whatever ids and tenants the contract allows', () => {
+    const tenant = fc.option(fc.stringMatching(/^[A-Za-z0-9._-]{1,64}$/), { nil: undefined });
+    const id = fc.stringMatching(/^[\x21-\x7e]{1,128}$/);
+    fc.assert(
+      fc.property(tenant, id, tenant, id, (t1, i1, t2, i2) => {
+        const same = t1 === t2 && i1 === i2;
+        const a = idempotencyKey({ id: i1, ...(t1 === undefined ? {} : { tenant: t1 }) });
+        const b = idempotencyKey({ id: i2, ...(t2 === undefined ? {} : { tenant: t2 }) });
+        expect(a === b).toBe(same);
+      }),
+    );
+  });
+
+  it('tells a tenant-less id that looks like a pair from the pair itself', () => {
+    expect(idempotencyKey({ id: 'acme/order-42' })).not.toBe(
+      idempotencyKey({ tenant: 'acme', id: 'order-42' }),
+    );
+    expect(idempotencyKey({ id: 'acme:order-42' })).not.toBe(
+      idempotencyKey({ tenant: 'acme', id: 'order-42' }),
+    );
   });
 });
