@@ -47,13 +47,18 @@ export async function listenOrExplain(
  * coordinator's old broker object reconnects it for its LeaveGroup, where the cluster's disconnect
  * never reaches. kafkajs offers no way to cancel either (its own examples end the process after
  * disconnect), so waiting for the event loop to empty could take minutes, and a rollout would wait out
- * its grace period. What was still open is logged at debug level, to tell a leak of Aqueduct's own
- * from a library's leftovers.
+ * its grace period. What was still open is logged, to tell a leak of Aqueduct's own from a library's
+ * leftovers.
  */
 export function exitStopped(logger: Logger, exitCode: number): never {
-  logger.debug({ exitCode, open: openResources() }, 'exiting');
+  const open = Object.entries(openResources()).filter(([kind]) => !STDIO.has(kind));
+  if (open.length > 0)
+    logger.info({ exitCode, open: Object.fromEntries(open) }, 'exiting with library resources still open');
   process.exit(exitCode);
 }
+
+/** The handles of stdin, stdout and stderr: open in every process, never a leftover. */
+const STDIO = new Set(['PipeWrap', 'TTYWrap']);
 
 /** What keeps the event loop alive, counted by kind ({ TCPSocketWrap: 2, Timeout: 1 }). */
 export function openResources(): Record<string, number> {
