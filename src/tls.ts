@@ -1,6 +1,20 @@
 import { readFileSync } from 'node:fs';
-import type { ConnectionOptions } from 'node:tls';
 import { ConfigError } from './settings.ts';
+
+/**
+ * A TLS connection's certificates and checking, as Kafka and Redis clients take them (a subset of
+ * Node's `tls.ConnectionOptions`). Present means "connect over TLS"; every field may be left out.
+ */
+export interface TlsOptions {
+  /** PEM certificate(s) of the CA to trust instead of Node's default store. */
+  ca?: Buffer | string;
+  /** PEM client certificate, for mutual TLS (with `key`). */
+  cert?: Buffer | string;
+  /** PEM private key (unencrypted) of `cert`. */
+  key?: Buffer | string;
+  /** false: accept a server certificate that does not verify. Default true. */
+  rejectUnauthorized?: boolean;
+}
 
 /** Options of {@link tlsOptions}. */
 export interface TlsFiles {
@@ -16,14 +30,14 @@ export interface TlsFiles {
  * TLS when it is switched on or when any of its files is given (a CA, certificate or key only makes sense
  * over TLS, so naming one is taken as asking for it); undefined for a plain connection.
  */
-export function tlsWhenWanted(switchedOn: boolean, files: TlsFiles): ConnectionOptions | undefined {
+export function tlsWhenWanted(switchedOn: boolean, files: TlsFiles): TlsOptions | undefined {
   const wanted =
     switchedOn || files.caFile !== undefined || files.certFile !== undefined || files.keyFile !== undefined;
   return wanted ? tlsOptions(files) : undefined;
 }
 
 /** Node TLS options with the PEM files read; a file that cannot be read is a ConfigError naming its setting. */
-function tlsOptions(files: TlsFiles): ConnectionOptions {
+function tlsOptions(files: TlsFiles): TlsOptions {
   const read = (path: string | undefined, name: string): Buffer | undefined => {
     if (path === undefined) return undefined;
     try {

@@ -13,6 +13,7 @@ import { createProviders } from '../providers/index.ts';
 import { createRedis } from '../redis/client.ts';
 import { settingsHelp } from '../settings.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
+import { kafkaSecurityOptions, redisConnectionOptions } from '../settings-options.ts';
 import { type HealthServer, startHealthServer } from '../telemetry/http-server.ts';
 import { createMetrics, type Metrics, PipelineMetrics } from '../telemetry/metrics.ts';
 import { combineObservers } from '../telemetry/observers.ts';
@@ -77,7 +78,10 @@ export async function startConsumerApp(
   const pipelineMetrics = new PipelineMetrics(metrics.registry, {
     rates: { fcm: config.AQUEDUCT_FCM_RATE, apns: config.AQUEDUCT_APNS_RATE },
   });
-  const redis = createRedis(config, { maxRetriesPerRequest: 2, enableAutoPipelining: true });
+  const redis = createRedis(redisConnectionOptions(config), {
+    maxRetriesPerRequest: 2,
+    enableAutoPipelining: true,
+  });
   redis.on('error', (error) => logger.warn({ err: errorSummary(error) }, 'redis connection error'));
   let consumer: NotificationConsumer | undefined;
   let health: HealthServer;
@@ -127,7 +131,7 @@ export async function startConsumerApp(
       brokers: config.KAFKA_BROKERS,
       clientId: config.KAFKA_CLIENT_ID,
       logger,
-      extra: kafkaSecurity(config),
+      extra: kafkaSecurity(kafkaSecurityOptions(config)),
     });
     consumer = await NotificationConsumer.start(consumerOptions(config), {
       kafka,

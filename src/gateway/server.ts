@@ -8,6 +8,7 @@ import { listenOrExplain } from '../lifecycle.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createRedis } from '../redis/client.ts';
+import { kafkaSecurityOptions, redisConnectionOptions } from '../settings-options.ts';
 import { buildAdminApp } from './admin-app.ts';
 import { TenantAdmission } from './admission.ts';
 import { ApiKeys } from './api-keys.ts';
@@ -66,7 +67,7 @@ export async function startGateway(
   const overrides = tenantLimitOverrides(config);
   const limited = defaultLimit !== null || overrides.size > 0;
   const redis = limited
-    ? createRedis(config, { maxRetriesPerRequest: 1, enableAutoPipelining: true })
+    ? createRedis(redisConnectionOptions(config), { maxRetriesPerRequest: 1, enableAutoPipelining: true })
     : undefined;
   redis?.on('error', (error: Error) =>
     logger.warn({ err: { message: error.message } }, 'redis connection error'),
@@ -88,7 +89,7 @@ export async function startGateway(
     // Connecting gives up within about a second when the broker is down (the default retries for
     // half a minute): a request must get its 503 within AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS.
     extra: {
-      ...kafkaSecurity(config),
+      ...kafkaSecurity(kafkaSecurityOptions(config)),
       connectionTimeout: 1000,
       requestTimeout: config.AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS,
       retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1000 },

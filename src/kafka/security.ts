@@ -1,43 +1,33 @@
 import type { KafkaConfig, SASLOptions } from 'kafkajs';
-import type { Config } from '../config.ts';
-import { ConfigError } from '../settings.ts';
-import { tlsWhenWanted } from '../tls.ts';
+import type { TlsOptions } from '../tls.ts';
 
-/** The settings {@link kafkaSecurity} reads. */
-export type KafkaSecuritySettings = Pick<
-  Config,
-  | 'KAFKA_SASL_MECHANISM'
-  | 'KAFKA_SASL_USERNAME'
-  | 'KAFKA_SASL_PASSWORD'
-  | 'KAFKA_TLS'
-  | 'KAFKA_TLS_CA_FILE'
-  | 'KAFKA_TLS_CERT_FILE'
-  | 'KAFKA_TLS_KEY_FILE'
-  | 'KAFKA_TLS_REJECT_UNAUTHORIZED'
->;
+/** SASL authentication with the brokers: the mechanism and one user's credentials. */
+export interface KafkaSaslOptions {
+  /** `plain`, or SCRAM with SHA-256 or SHA-512 (the broker must have the user for that mechanism). */
+  mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512';
+  /** The SASL user name. */
+  username: string;
+  /** The user's password. A secret: never log these options. */
+  password: string;
+}
+
+/** How Aqueduct's Kafka clients authenticate and encrypt. Empty: plaintext, no authentication. */
+export interface KafkaSecurityOptions {
+  /** Connect over TLS with these certificates (PEM contents, already read). Absent: plaintext. */
+  tls?: TlsOptions | undefined;
+  /** Authenticate with SASL. Absent: no authentication. */
+  sasl?: KafkaSaslOptions | undefined;
+}
 
 /**
- * kafkajs `ssl` and `sasl` settings from the configuration: TLS when KAFKA_TLS is on or a TLS file is
- * given (CA, client certificate and key read from their PEM files), SASL PLAIN or SCRAM when
- * KAFKA_SASL_MECHANISM is set. The result holds the password: hand it to kafkajs, never to a logger.
+ * kafkajs `ssl` and `sasl` settings from the security options. The result holds the password: hand it
+ * to kafkajs, never to a logger.
  */
-export function kafkaSecurity(settings: KafkaSecuritySettings): Pick<KafkaConfig, 'ssl' | 'sasl'> {
+export function kafkaSecurity(options: KafkaSecurityOptions): Pick<KafkaConfig, 'ssl' | 'sasl'> {
   const security: Pick<KafkaConfig, 'ssl' | 'sasl'> = {};
-  const tls = tlsWhenWanted(settings.KAFKA_TLS, {
-    caFile: settings.KAFKA_TLS_CA_FILE,
-    certFile: settings.KAFKA_TLS_CERT_FILE,
-    keyFile: settings.KAFKA_TLS_KEY_FILE,
-    rejectUnauthorized: settings.KAFKA_TLS_REJECT_UNAUTHORIZED,
-    names: { ca: 'KAFKA_TLS_CA_FILE', cert: 'KAFKA_TLS_CERT_FILE', key: 'KAFKA_TLS_KEY_FILE' },
-  });
-  if (tls) security.ssl = tls;
-  const mechanism = settings.KAFKA_SASL_MECHANISM;
-  if (mechanism) {
-    const username = settings.KAFKA_SASL_USERNAME;
-    const password = settings.KAFKA_SASL_PASSWORD;
-    if (!username || !password) {
-      throw new ConfigError('KAFKA_SASL_MECHANISM needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD');
-    }
+  if (options.tls) security.ssl = { ...options.tls };
+  if (options.sasl) {
+    const { mechanism, username, password } = options.sasl;
     security.sasl = { mechanism, username, password } as SASLOptions;
   }
   return security;

@@ -5,6 +5,7 @@ import { kafkaSecurity } from '../kafka/security.ts';
 import { DoneStore } from '../pipeline/done-store.ts';
 import { createRedis } from '../redis/client.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
+import { kafkaSecurityOptions, redisConnectionOptions } from '../settings-options.ts';
 import { type ReplaySummary, replayDeadLetters } from './replay.ts';
 
 interface ReplayFlags {
@@ -43,9 +44,9 @@ export function registerReplayCommand(program: Command): void {
       const kafka = createKafka({
         brokers: config.KAFKA_BROKERS,
         clientId: `${config.KAFKA_CLIENT_ID}-replay`,
-        extra: kafkaSecurity(config),
+        extra: kafkaSecurity(kafkaSecurityOptions(config)),
       });
-      const redis = createRedis(config, { maxRetriesPerRequest: 2 });
+      const redis = createRedis(redisConnectionOptions(config), { maxRetriesPerRequest: 2 });
       redis.on('error', () => {}); // reported where a command fails
       const topics = topicsOf(config);
       const progress = (s: ReplaySummary) => {

@@ -15,6 +15,7 @@ import { publishEvents } from '../../src/publish/publisher.ts';
 import { createRedis } from '../../src/redis/client.ts';
 import { LocalKafka, LocalRedis } from '../../src/services/index.ts';
 import { ConfigError } from '../../src/settings.ts';
+import { kafkaSecurityOptions, redisConnectionOptions } from '../../src/settings-options.ts';
 import { generateCertificate } from '../../src/simulators/certs.ts';
 import { type ConsumerProcess, spawnConsumer } from '../../testkit/fleet.ts';
 import { type Simulators, startSimulators } from '../../testkit/simulators.ts';
@@ -120,7 +121,7 @@ describe('connection security from the settings', () => {
       const admin = createKafka({
         brokers: config.KAFKA_BROKERS,
         clientId: 'sec',
-        extra: kafkaSecurity(config),
+        extra: kafkaSecurity(kafkaSecurityOptions(config)),
       }).admin();
       await admin.connect();
       expect((await admin.describeCluster()).brokers).toHaveLength(1);
@@ -130,14 +131,14 @@ describe('connection security from the settings', () => {
     const admin = createKafka({
       brokers: wrong.KAFKA_BROKERS,
       clientId: 'sec',
-      extra: { ...kafkaSecurity(wrong), retry: { retries: 0 } },
+      extra: { ...kafkaSecurity(kafkaSecurityOptions(wrong)), retry: { retries: 0 } },
     }).admin();
     await expect(admin.connect()).rejects.toThrow(/SASL|authentic/i);
   });
 
   it('connects to Redis over TLS as an ACL user and acquires tokens; without credentials Redis refuses', async () => {
     const config = loadConfig(secureEnv());
-    const client = createRedis(config, { maxRetriesPerRequest: 1 });
+    const client = createRedis(redisConnectionOptions(config), { maxRetriesPerRequest: 1 });
     try {
       expect(await client.acl('WHOAMI')).toBe('aqueduct');
       const limiter = new TokenBucketLimiter(client, { keyPrefix: 'sec' });
@@ -161,7 +162,7 @@ describe('connection security from the settings', () => {
     const client = createKafka({
       brokers: config.KAFKA_BROKERS,
       clientId: 'sec',
-      extra: kafkaSecurity(config),
+      extra: kafkaSecurity(kafkaSecurityOptions(config)),
     });
     const topic = `secure-${Date.now()}`;
     await ensureTopicFamily(client, topic, 2, SINGLE_BROKER_DURABILITY);
@@ -194,7 +195,7 @@ describe('connection security from the settings', () => {
       expect(await consumer.stop()).toBe(0);
 
       // The limiter worked through the ACL user over TLS: its buckets are in that Redis.
-      const admin = createRedis(config);
+      const admin = createRedis(redisConnectionOptions(config));
       expect(await admin.keys('secure:{fcm}:bucket*')).not.toHaveLength(0);
       admin.disconnect();
 
