@@ -316,7 +316,12 @@ export interface Topics {
   invalidTokens: string;
 }
 
+/** The topics of AQUEDUCT_TOPIC's family. */
 export function topicsOf(config: Pick<Config, 'AQUEDUCT_TOPIC'>): Topics {
-  const main = config.AQUEDUCT_TOPIC;
+  return topicFamily(config.AQUEDUCT_TOPIC);
+}
+
+/** A main topic and the three derived from its name: `.retry`, `.dlq` and `.invalid-tokens`. */
+export function topicFamily(main: string): Topics {
   return { main, retry: `${main}.retry`, deadLetter: `${main}.dlq`, invalidTokens: `${main}.invalid-tokens` };
 }

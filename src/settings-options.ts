@@ -1,14 +1,16 @@
 import type { Config } from './config.ts';
 import type { KafkaSecurityOptions } from './kafka/security.ts';
+import type { TopicDurability } from './kafka/topics.ts';
 import type { RedisConnectionOptions } from './redis/client.ts';
 import { ConfigError } from './settings.ts';
 import { tlsWhenWanted } from './tls.ts';
 
 /**
  * The settings (environment variables or `--config` keys, validated by `loadConfig`) turned into the
- * typed options of the clients the verbs build: Kafka security and the Redis connection. Below this
- * module (src/kafka, src/redis, src/providers, src/pipeline, src/limiter) no setting name is read. A setting that cannot work is refused here, in a message that
- * names it; file contents (PEM files) are read here too, so that such a message can name its setting.
+ * typed options of the clients the verbs build: Kafka security, the Redis connection and the topics'
+ * durability. Below this module (src/kafka, src/redis, src/providers, src/pipeline, src/limiter) no
+ * setting name is read. A setting that cannot work is refused here, in a message that names it; file
+ * contents (PEM files) are read here too, so that such a message can name its setting.
  */
 
 /** The settings {@link kafkaSecurityOptions} reads. */
@@ -82,4 +84,14 @@ export function redisConnectionOptions(settings: RedisConnectionSettings): Redis
   });
   if (tls) options.tls = tls;
   return options;
+}
+
+/** The durability the settings ask for (AQUEDUCT_TOPIC_REPLICATION_FACTOR, AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS). */
+export function topicDurabilityOf(
+  settings: Pick<Config, 'AQUEDUCT_TOPIC_REPLICATION_FACTOR' | 'AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS'>,
+): TopicDurability {
+  return {
+    replicationFactor: settings.AQUEDUCT_TOPIC_REPLICATION_FACTOR,
+    minInsyncReplicas: settings.AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS,
+  };
 }

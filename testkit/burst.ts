@@ -3,7 +3,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { topicsOf } from '../src/config.ts';
+import { topicFamily } from '../src/config.ts';
 import type { Platform } from '../src/events/event.ts';
 import { createKafka } from '../src/kafka/client.ts';
 import { HEADER, headerString } from '../src/kafka/headers.ts';
@@ -108,7 +108,7 @@ export interface BurstResult {
 export async function runBurst(options: BurstOptions): Promise<BurstResult> {
   const runId = randomUUID().slice(0, 8);
   const topic = `burst-${runId}`;
-  const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
+  const topics = topicFamily(topic);
   const kafka = createKafka({ brokers: options.kafkaBrokers, clientId: 'aqueduct-burst' });
   const redis = new Redis(options.redisUrl);
   // The harness's own calls (the live view's bucket inspection) reach the same server; they are counted

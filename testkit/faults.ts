@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { topicsOf } from '../src/config.ts';
+import { topicFamily } from '../src/config.ts';
 import { EVENT_LIMITS } from '../src/events/event.ts';
 import { createKafka } from '../src/kafka/client.ts';
 import { ensureTopicFamily, SINGLE_BROKER_DURABILITY } from '../src/kafka/topics.ts';
@@ -89,7 +89,7 @@ export async function runFaultScenario(options: FaultRunOptions): Promise<FaultR
   const log = options.log ?? (() => {});
   const runId = randomUUID().slice(0, 8);
   const topic = `faults-${options.name}-${runId}`;
-  const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
+  const topics = topicFamily(topic);
   const kafka = createKafka({ brokers: options.kafkaBrokers, clientId: 'aqueduct-faults' });
   const simulators = await startSimulators({
     ...options.provider,

@@ -1,6 +1,6 @@
 import { type Config, topicsOf } from '../config.ts';
-import { topicDurabilityOf } from '../kafka/topics.ts';
 import type { NotificationConsumerOptions } from '../pipeline/consumer-options.ts';
+import { topicDurabilityOf } from '../settings-options.ts';
 
 /**
  * The consumer's options from the settings (environment variables or `--config`): the one place below

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import kafkajs, { type Admin, type Kafka } from 'kafkajs';
-import { topicsOf } from '../config.ts';
+import { topicFamily } from '../config.ts';
 
 // kafkajs is CommonJS, and Node's ESM import sees only some of its named exports: this one is read off
 // the default export.
@@ -25,17 +25,6 @@ export const PRODUCTION_DURABILITY: TopicDurability = { replicationFactor: 3, mi
  * hold. An explicit override, never the default.
  */
 export const SINGLE_BROKER_DURABILITY: TopicDurability = { replicationFactor: 1, minInsyncReplicas: 1 };
-
-/** The durability the settings ask for (AQUEDUCT_TOPIC_REPLICATION_FACTOR, AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS). */
-export function topicDurabilityOf(config: {
-  AQUEDUCT_TOPIC_REPLICATION_FACTOR: number;
-  AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: number;
-}): TopicDurability {
-  return {
-    replicationFactor: config.AQUEDUCT_TOPIC_REPLICATION_FACTOR,
-    minInsyncReplicas: config.AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS,
-  };
-}
 
 /**
  * Creates the topics that do not exist yet, with `durability`'s replication factor and
@@ -167,7 +156,7 @@ export async function ensureTopicFamily(
   numPartitions: number,
   durability: TopicDurability,
 ): Promise<string[]> {
-  const topics = topicsOf({ AQUEDUCT_TOPIC: mainTopic });
+  const topics = topicFamily(mainTopic);
   const admin = kafka.admin();
   await admin.connect();
   try {

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import type { Kafka } from 'kafkajs';
 import { inject } from 'vitest';
-import { topicsOf } from '../../src/config.ts';
+import { topicFamily } from '../../src/config.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import { HEADER, headerString } from '../../src/kafka/headers.ts';
 import { ensureTopicFamily, SINGLE_BROKER_DURABILITY } from '../../src/kafka/topics.ts';
@@ -59,7 +59,7 @@ export interface Ledger {
 export async function startRig(options: RigOptions): Promise<Rig> {
   const topic = `pipe-${randomUUID().slice(0, 8)}`;
   const kafka = createKafka({ brokers: inject('kafkaBrokers'), clientId: 'aqueduct-test' });
-  const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
+  const topics = topicFamily(topic);
   await ensureTopicFamily(kafka, topic, options.partitions, SINGLE_BROKER_DURABILITY);
   const localRedis = await LocalRedis.start();
   const redis = new Redis(localRedis.url);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { topicsOf } from '../../src/config.ts';
+import { topicFamily } from '../../src/config.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import { HEADER, headerString } from '../../src/kafka/headers.ts';
 import { ensureTopicFamily, SINGLE_BROKER_DURABILITY } from '../../src/kafka/topics.ts';
@@ -48,7 +48,7 @@ function deadLetter(id: string | null, kind: string, extra: Record<string, strin
 describe('aqueduct replay', () => {
   it('republishes the chosen kinds once, with the original key, value and headers, and forgets their dead-letter marks', async () => {
     const topic = `test-replay-${randomUUID().slice(0, 8)}`;
-    const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
+    const topics = topicFamily(topic);
     await ensureTopicFamily(kafka, topic, 2, SINGLE_BROKER_DURABILITY);
     const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
     await producer.connect();
@@ -109,9 +109,9 @@ describe('aqueduct replay', () => {
     const PER_PARTITION = 1500;
     const filler = 'x'.repeat(1000);
 
-    async function deadLetterTopic(): Promise<{ topics: ReturnType<typeof topicsOf>; ids: string[] }> {
+    async function deadLetterTopic(): Promise<{ topics: ReturnType<typeof topicFamily>; ids: string[] }> {
       const topic = `test-replay-${randomUUID().slice(0, 8)}`;
-      const topics = topicsOf({ AQUEDUCT_TOPIC: topic });
+      const topics = topicFamily(topic);
       await ensureTopicFamily(kafka, topic, PARTITIONS, SINGLE_BROKER_DURABILITY);
       const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
       await producer.connect();
@@ -136,7 +136,7 @@ describe('aqueduct replay', () => {
       return { topics, ids };
     }
 
-    async function expectEachOnce(topics: ReturnType<typeof topicsOf>, ids: string[]): Promise<void> {
+    async function expectEachOnce(topics: ReturnType<typeof topicFamily>, ids: string[]): Promise<void> {
       const main = await readTopic(kafka, topics.main);
       const seen = main.map((m) => eventIdOf(m.value));
       expect(seen).toHaveLength(ids.length);

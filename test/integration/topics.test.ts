@@ -8,8 +8,8 @@ import {
   ensureTopics,
   PRODUCTION_DURABILITY,
   SINGLE_BROKER_DURABILITY,
-  topicDurabilityOf,
 } from '../../src/kafka/topics.ts';
+import { topicDurabilityOf } from '../../src/settings-options.ts';
 
 // The run's broker is a single node: it can hold the override, and shows what the defaults refuse.
 
