@@ -14,6 +14,7 @@ import { createLogger } from '../src/log.ts';
 import { NotificationConsumer } from '../src/pipeline/consumer.ts';
 import { createProviders } from '../src/providers/index.ts';
 import type { PushOutcome, PushProvider, PushRequest } from '../src/providers/types.ts';
+import { providersOptions } from '../src/settings-options.ts';
 
 const [mode = 'raw', countText = '0'] = process.argv.slice(2);
 const count = Number(countText);
@@ -69,7 +70,7 @@ if (mode === 'raw') {
   const logger = createLogger('warn');
   const providers: Record<Platform, PushProvider> =
     mode === 'aqueduct-http'
-      ? createProviders(config, { maxInFlight: config.AQUEDUCT_SEND_CONCURRENCY })
+      ? createProviders(providersOptions(config, { maxInFlight: config.AQUEDUCT_SEND_CONCURRENCY }))
       : { fcm: noopProvider('fcm'), apns: noopProvider('apns') };
   const counting = Object.fromEntries(
     Object.entries(providers).map(([platform, provider]) => [

@@ -1,16 +1,29 @@
+import { readFileSync } from 'node:fs';
 import type { Config } from './config.ts';
+import type { Platform } from './events/event.ts';
 import type { KafkaSecurityOptions } from './kafka/security.ts';
 import type { TopicDurability } from './kafka/topics.ts';
+import {
+  type ApnsProviderOptions,
+  type FcmProviderOptions,
+  LOCAL_APNS_KEY_ID,
+  LOCAL_APNS_TEAM_ID,
+  LOCAL_FCM_ACCESS_TOKEN,
+  ProviderConfigError,
+  type ProvidersOptions,
+  parseEndpoint,
+  throwAwaySigningKey,
+} from './providers/index.ts';
 import type { RedisConnectionOptions } from './redis/client.ts';
 import { ConfigError } from './settings.ts';
 import { tlsWhenWanted } from './tls.ts';
 
 /**
  * The settings (environment variables or `--config` keys, validated by `loadConfig`) turned into the
- * typed options of the clients the verbs build: Kafka security, the Redis connection and the topics'
- * durability. Below this module (src/kafka, src/redis, src/providers, src/pipeline, src/limiter) no
- * setting name is read. A setting that cannot work is refused here, in a message that names it; file
- * contents (PEM files) are read here too, so that such a message can name its setting.
+ * typed options of the clients the verbs build: Kafka security, the Redis connection, the topics'
+ * durability and the providers. Below this module (src/kafka, src/redis, src/providers, src/pipeline,
+ * src/limiter) no setting name is read. A setting that cannot work is refused here, in a message that
+ * names it; file contents (PEM files) are read here too, so that such a message can name its setting.
  */
 
 /** The settings {@link kafkaSecurityOptions} reads. */
@@ -94,4 +107,135 @@ export function topicDurabilityOf(
     replicationFactor: settings.AQUEDUCT_TOPIC_REPLICATION_FACTOR,
     minInsyncReplicas: settings.AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS,
   };
+}
+
+/** The settings {@link providersOptions} reads. */
+export type ProviderSettings = Pick<
+  Config,
+  | 'FCM_PROJECT_ID'
+  | 'GOOGLE_APPLICATION_CREDENTIALS'
+  | 'FCM_ENDPOINT'
+  | 'FCM_CA_FILE'
+  | 'APNS_KEY_FILE'
+  | 'APNS_KEY_ID'
+  | 'APNS_TEAM_ID'
+  | 'APNS_TOPIC'
+  | 'APNS_PRODUCTION'
+  | 'APNS_ENDPOINT'
+  | 'APNS_CA_FILE'
+>;
+
+/** Provider options that are not settings of their own. */
+export interface ProviderTuning {
+  /** Requests in flight at once per provider (e.g. AQUEDUCT_SEND_CONCURRENCY). Default 64. */
+  maxInFlight?: number;
+  /** APNs answer timeout; firebase-admin's is fixed at 15 s. Default 5000 ms. */
+  apnsRequestTimeoutMs?: number;
+}
+
+/** Why APNs pushes are `rejected` when neither a key nor an endpoint is configured. */
+const APNS_UNCONFIGURED =
+  'apns is not configured: set APNS_KEY_FILE, APNS_KEY_ID and APNS_TEAM_ID (or APNS_ENDPOINT for a simulator)';
+
+/**
+ * Both providers' options from the settings (see {@link fcmProviderOptions} and
+ * {@link apnsProviderOptions}); without APNs settings, APNs is left unconfigured and every APNs push
+ * is `rejected` with a reason that says what to set.
+ */
+export function providersOptions(settings: ProviderSettings, tuning: ProviderTuning = {}): ProvidersOptions {
+  const fcm = fcmProviderOptions(settings, tuning);
+  const apns = apnsProviderOptions(settings, tuning);
+  return apns ? { fcm, apns } : { fcm, apnsUnconfigured: APNS_UNCONFIGURED };
+}
+
+/**
+ * FCM: GOOGLE_APPLICATION_CREDENTIALS (a service-account file) or else Application Default Credentials;
+ * FCM_PROJECT_ID; FCM_ENDPOINT + FCM_CA_FILE to use another server. With FCM_ENDPOINT and no credentials
+ * file, a fixed local token is sent and Google is never asked for one.
+ *
+ * @throws ProviderConfigError for a malformed FCM_ENDPOINT or an FCM_CA_FILE that is no readable PEM file
+ */
+export function fcmProviderOptions(
+  settings: ProviderSettings,
+  tuning: ProviderTuning = {},
+): FcmProviderOptions {
+  const endpointUrl = nonEmpty(settings.FCM_ENDPOINT);
+  const credentialsFile = nonEmpty(settings.GOOGLE_APPLICATION_CREDENTIALS);
+  const projectId = nonEmpty(settings.FCM_PROJECT_ID);
+  const caFile = nonEmpty(settings.FCM_CA_FILE);
+  return {
+    ...(projectId ? { projectId } : {}),
+    ...(endpointUrl ? { endpoint: parseEndpoint('fcm', endpointUrl, 'FCM_ENDPOINT') } : {}),
+    ...(credentialsFile ? { serviceAccountFile: credentialsFile } : {}),
+    ...(endpointUrl && !credentialsFile ? { accessToken: LOCAL_FCM_ACCESS_TOKEN } : {}),
+    ...(caFile ? { caPem: readPem('fcm', caFile, 'FCM_CA_FILE') } : {}),
+    ...(tuning.maxInFlight ? { maxInFlight: tuning.maxInFlight } : {}),
+  };
+}
+
+/**
+ * APNs: APNS_KEY_FILE + APNS_KEY_ID + APNS_TEAM_ID (all three), APNS_TOPIC, APNS_PRODUCTION;
+ * APNS_ENDPOINT + APNS_CA_FILE to use another server. With APNS_ENDPOINT and no key, a throw-away key
+ * signs the tokens (simulators accept any well-formed one). With neither: undefined, APNs is not
+ * configured.
+ *
+ * @throws ProviderConfigError for half an APNs key, a malformed APNS_ENDPOINT, or a key or CA file that
+ *   is no readable PEM file
+ */
+export function apnsProviderOptions(
+  settings: ProviderSettings,
+  tuning: ProviderTuning = {},
+): ApnsProviderOptions | undefined {
+  const endpointUrl = nonEmpty(settings.APNS_ENDPOINT);
+  const keyFile = nonEmpty(settings.APNS_KEY_FILE);
+  const keyId = nonEmpty(settings.APNS_KEY_ID);
+  const teamId = nonEmpty(settings.APNS_TEAM_ID);
+  const caFile = nonEmpty(settings.APNS_CA_FILE);
+  const keyParts = [keyFile, keyId, teamId].filter((value) => value !== undefined).length;
+  if (keyParts > 0 && keyParts < 3) {
+    const missing = Object.entries({ APNS_KEY_FILE: keyFile, APNS_KEY_ID: keyId, APNS_TEAM_ID: teamId })
+      .filter(([, value]) => value === undefined)
+      .map(([name]) => name);
+    throw new ProviderConfigError(
+      'apns',
+      `token authentication needs APNS_KEY_FILE, APNS_KEY_ID and APNS_TEAM_ID; missing ${missing.join(', ')}`,
+      { setting: missing[0] as string },
+    );
+  }
+  if (keyParts === 0 && !endpointUrl) return undefined;
+  const key =
+    keyFile && keyId && teamId
+      ? { keyPem: readPem('apns', keyFile, 'APNS_KEY_FILE'), keyId, teamId }
+      : { keyPem: throwAwaySigningKey(), keyId: LOCAL_APNS_KEY_ID, teamId: LOCAL_APNS_TEAM_ID };
+  const caPem = caFile ? readPem('apns', caFile, 'APNS_CA_FILE') : undefined;
+  return {
+    ...key,
+    topic: nonEmpty(settings.APNS_TOPIC) ?? 'dev.aqueduct.app',
+    production: settings.APNS_PRODUCTION,
+    ...(endpointUrl ? { endpoint: parseEndpoint('apns', endpointUrl, 'APNS_ENDPOINT') } : {}),
+    ...(caPem ? { caPem } : {}),
+    ...(tuning.maxInFlight ? { maxInFlight: tuning.maxInFlight } : {}),
+    ...(tuning.apnsRequestTimeoutMs ? { requestTimeoutMs: tuning.apnsRequestTimeoutMs } : {}),
+  };
+}
+
+/** A PEM file's text; one that cannot be read or holds no PEM block is refused without being quoted. */
+function readPem(platform: Platform, file: string, setting: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new ProviderConfigError(
+      platform,
+      `${setting} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+      { setting, cause: error },
+    );
+  }
+  if (!text.includes('-----BEGIN '))
+    throw new ProviderConfigError(platform, `${setting} is not a PEM file`, { setting });
+  return text;
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
 }

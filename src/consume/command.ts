@@ -13,7 +13,7 @@ import { createProviders } from '../providers/index.ts';
 import { createRedis } from '../redis/client.ts';
 import { settingsHelp } from '../settings.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
-import { kafkaSecurityOptions, redisConnectionOptions } from '../settings-options.ts';
+import { kafkaSecurityOptions, providersOptions, redisConnectionOptions } from '../settings-options.ts';
 import { type HealthServer, startHealthServer } from '../telemetry/http-server.ts';
 import { createMetrics, type Metrics, PipelineMetrics } from '../telemetry/metrics.ts';
 import { combineObservers } from '../telemetry/observers.ts';
@@ -121,7 +121,7 @@ export async function startConsumerApp(
   );
   let providers: ReturnType<typeof createProviders> | undefined;
   try {
-    providers = createProviders(config, { maxInFlight: config.AQUEDUCT_SEND_CONCURRENCY });
+    providers = createProviders(providersOptions(config, { maxInFlight: config.AQUEDUCT_SEND_CONCURRENCY }));
     // Connections first, partitions after: a process that joins cold would hold granted tokens through
     // its TLS handshakes, and the provider would see them late (TokenPoolOptions.window explains why
     // that matters).

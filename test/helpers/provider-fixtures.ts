@@ -2,8 +2,10 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { loadConfig } from '../../src/config.ts';
 import { type NotificationEventInput, notificationEventSchema } from '../../src/events/event.ts';
-import type { PushRequest } from '../../src/providers/types.ts';
+import { ApnsProvider, FcmProvider, type PushProvider, type PushRequest } from '../../src/providers/index.ts';
+import { apnsProviderOptions, fcmProviderOptions, type ProviderTuning } from '../../src/settings-options.ts';
 
 /** A valid event (defaults applied), with a fresh id and token unless given. */
 export function pushRequest(overrides: Partial<NotificationEventInput> = {}, attempt = 1): PushRequest {
@@ -42,4 +44,16 @@ export function tempFiles(): { dir: string; write(name: string, content: string)
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** FCM built the way the consumer builds it: from settings (environment variable names), validated. */
+export function fcmFromSettings(env: Record<string, string>, tuning: ProviderTuning = {}): FcmProvider {
+  return new FcmProvider(fcmProviderOptions(loadConfig(env), tuning));
+}
+
+/** APNs built the way the consumer builds it; settings that configure no APNs are a test error. */
+export function apnsFromSettings(env: Record<string, string>, tuning: ProviderTuning = {}): PushProvider {
+  const options = apnsProviderOptions(loadConfig(env), tuning);
+  if (options === undefined) throw new Error('these settings configure no APNs');
+  return new ApnsProvider(options);
 }

@@ -1,14 +1,13 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   ApnsProvider,
-  createApnsProvider,
   type PushProvider,
   parseEndpoint,
   throwAwaySigningKey,
 } from '../../src/providers/index.ts';
 import { EVENT_ID_DATA_KEY } from '../../src/providers/types.ts';
 import { type ApnsSimulator, startApnsSimulator } from '../../src/simulators/index.ts';
-import { bulkyData, pushRequest, tempFiles } from '../helpers/provider-fixtures.ts';
+import { apnsFromSettings, bulkyData, pushRequest, tempFiles } from '../helpers/provider-fixtures.ts';
 
 const apnsPush = (overrides: Parameters<typeof pushRequest>[0] = {}) =>
   pushRequest({ platform: 'apns', ...overrides });
@@ -30,7 +29,7 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
       teamId: 'TEAM123456',
     });
     // Built the way the consumer builds it: from the configuration contract's settings.
-    apns = createApnsProvider(
+    apns = apnsFromSettings(
       {
         APNS_KEY_FILE: files.write('AuthKey.p8', keyPem),
         APNS_KEY_ID: 'KEY1234567',
@@ -194,7 +193,7 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
 
   it('turns an answer slower than the request timeout into a retry', async () => {
     const slow = await startApnsSimulator({ faults: { slow: 1, slowMs: 5_000 } });
-    const provider = createApnsProvider(
+    const provider = apnsFromSettings(
       { APNS_ENDPOINT: slow.url, APNS_CA_FILE: files.write('slow.pem', slow.caPem) },
       { apnsRequestTimeoutMs: 200 },
     );
@@ -212,7 +211,7 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
 
   it('turns a connection lost while waiting for the answer into a retry', async () => {
     const doomed = await startApnsSimulator({ faults: { slow: 1, slowMs: 30_000 } });
-    const provider = createApnsProvider({
+    const provider = apnsFromSettings({
       APNS_ENDPOINT: doomed.url,
       APNS_CA_FILE: files.write('doomed.pem', doomed.caPem),
     });
@@ -264,7 +263,7 @@ describe('APNs provider: credentials', () => {
   it('signs with a throw-away key when pointed at a simulator without APNS_KEY_FILE', async () => {
     const sim = await startApnsSimulator();
     const files = tempFiles();
-    const apns = createApnsProvider({
+    const apns = apnsFromSettings({
       APNS_ENDPOINT: sim.url,
       APNS_CA_FILE: files.write('apns.pem', sim.caPem),
     });

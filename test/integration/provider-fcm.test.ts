@@ -1,13 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createFcmProvider,
-  FcmProvider,
-  LOCAL_FCM_ACCESS_TOKEN,
-  parseEndpoint,
-} from '../../src/providers/index.ts';
+import { FcmProvider, LOCAL_FCM_ACCESS_TOKEN, parseEndpoint } from '../../src/providers/index.ts';
 import { EVENT_ID_DATA_KEY } from '../../src/providers/types.ts';
 import { type FcmSimulator, startFcmSimulator } from '../../src/simulators/index.ts';
-import { bulkyData, pushRequest, tempFiles } from '../helpers/provider-fixtures.ts';
+import { bulkyData, fcmFromSettings, pushRequest, tempFiles } from '../helpers/provider-fixtures.ts';
 
 // The real firebase-admin client against the in-process FCM simulator: no mocks anywhere.
 describe('FCM provider (firebase-admin) against the FCM simulator', () => {
@@ -18,7 +13,7 @@ describe('FCM provider (firebase-admin) against the FCM simulator', () => {
   beforeAll(async () => {
     sim = await startFcmSimulator({ keepPayloads: true, projectId: 'aqueduct-test' });
     // Built the way the consumer builds it: from the configuration contract's settings.
-    fcm = createFcmProvider(
+    fcm = fcmFromSettings(
       {
         FCM_ENDPOINT: sim.url,
         FCM_CA_FILE: files.write('fcm.pem', sim.caPem),
@@ -42,7 +37,7 @@ describe('FCM provider (firebase-admin) against the FCM simulator', () => {
   });
 
   it('warmUp opens the connections that the first sends then reuse (no handshake per push)', async () => {
-    const cold = createFcmProvider(
+    const cold = fcmFromSettings(
       {
         FCM_ENDPOINT: sim.url,
         FCM_CA_FILE: files.write('fcm-warm.pem', sim.caPem),

@@ -2,7 +2,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.ts';
 import { createProviders } from '../../src/providers/index.ts';
+import { providersOptions } from '../../src/settings-options.ts';
 import { pushRequest, tempFiles } from '../helpers/provider-fixtures.ts';
 
 const bin = fileURLToPath(new URL('../../bin/aqueduct.js', import.meta.url));
@@ -74,7 +76,7 @@ describe('aqueduct simulate (command line)', () => {
         /fcm simulator listening on https:\/\/127\.0\.0\.1:\d+ .*rate 800\/s, burst 2000/,
       );
 
-      const providers = createProviders(env);
+      const providers = createProviders(providersOptions(loadConfig(env)));
       try {
         const outcomes = await providers.fcm.send([
           pushRequest(),
@@ -119,7 +121,7 @@ describe('aqueduct simulate (command line)', () => {
     await sim.until(() => sim.err.some((line) => line.startsWith('stats: ')));
     const statsUrl = /curl -s (http:\/\/\S+\/stats)/.exec(sim.err.join('\n'))?.[1] as string;
 
-    const providers = createProviders(env);
+    const providers = createProviders(providersOptions(loadConfig(env)));
     try {
       // Burst 2 and next to no refill: the third push meets the simulator's limit.
       const outcomes = await providers.apns.send([pushRequest({ platform: 'apns' })]);

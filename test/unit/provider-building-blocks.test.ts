@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.ts';
 import { ConcurrencyLimit, mapBounded } from '../../src/providers/concurrency.ts';
 import {
-  createApnsProvider,
-  createFcmProvider,
   createProviders,
   ProviderConfigError,
   parseEndpoint,
@@ -12,7 +11,8 @@ import {
 } from '../../src/providers/index.ts';
 import { parseRetryAfterMs } from '../../src/providers/retry-after.ts';
 import { EVENT_ID_DATA_KEY } from '../../src/providers/types.ts';
-import { pushRequest, tempFiles } from '../helpers/provider-fixtures.ts';
+import { providersOptions } from '../../src/settings-options.ts';
+import { apnsFromSettings, fcmFromSettings, pushRequest, tempFiles } from '../helpers/provider-fixtures.ts';
 
 describe('event → push mapping', () => {
   const full = pushRequest({
@@ -139,9 +139,11 @@ describe('endpoint override', () => {
   );
 });
 
-describe('createProviders', () => {
+describe('createProviders from the settings', () => {
   it('leaves APNs unconfigured (every push rejected, saying what to set) when nothing is set', async () => {
-    const providers = createProviders({ FCM_ENDPOINT: 'https://127.0.0.1:1', FCM_PROJECT_ID: 'p' });
+    const providers = createProviders(
+      providersOptions(loadConfig({ FCM_ENDPOINT: 'https://127.0.0.1:1', FCM_PROJECT_ID: 'p' })),
+    );
     try {
       expect(providers.apns).toBeInstanceOf(UnconfiguredProvider);
       const outcomes = await providers.apns.send([pushRequest({ platform: 'apns' })]);
@@ -155,7 +157,7 @@ describe('createProviders', () => {
   it('names the missing half of an APNs key', () => {
     const error = (() => {
       try {
-        createApnsProvider({ APNS_KEY_FILE: '/nowhere.p8', APNS_KEY_ID: 'K' });
+        apnsFromSettings({ APNS_KEY_FILE: '/nowhere.p8', APNS_KEY_ID: 'K' });
       } catch (caught) {
         return caught;
       }
@@ -168,22 +170,22 @@ describe('createProviders', () => {
   it('refuses unreadable or non-PEM files, without quoting them', () => {
     const files = tempFiles();
     try {
-      expect(() => createFcmProvider({ FCM_ENDPOINT: 'https://h:1', FCM_CA_FILE: '/no/such.pem' })).toThrow(
+      expect(() => fcmFromSettings({ FCM_ENDPOINT: 'https://h:1', FCM_CA_FILE: '/no/such.pem' })).toThrow(
         /FCM_CA_FILE cannot be read/,
       );
       const junk = files.write('junk.pem', 'secret-looking junk');
       let message = '';
       try {
-        createApnsProvider({ APNS_ENDPOINT: 'https://h:1', APNS_CA_FILE: junk });
+        apnsFromSettings({ APNS_ENDPOINT: 'https://h:1', APNS_CA_FILE: junk });
       } catch (error) {
         message = (error as Error).message;
       }
       expect(message).toMatch(/APNS_CA_FILE is not a PEM file/);
       expect(message).not.toContain('secret-looking');
-      expect(() => createApnsProvider({ APNS_KEY_FILE: junk, APNS_KEY_ID: 'K', APNS_TEAM_ID: 'T' })).toThrow(
+      expect(() => apnsFromSettings({ APNS_KEY_FILE: junk, APNS_KEY_ID: 'K', APNS_TEAM_ID: 'T' })).toThrow(
         ProviderConfigError,
       );
-      expect(() => createApnsProvider({ APNS_ENDPOINT: 'https://h:1', APNS_PRODUCTION: 'maybe' })).toThrow(
+      expect(() => apnsFromSettings({ APNS_ENDPOINT: 'https://h:1', APNS_PRODUCTION: 'maybe' })).toThrow(
         /APNS_PRODUCTION/,
       );
     } finally {
@@ -192,9 +194,9 @@ describe('createProviders', () => {
   });
 
   it('keeps a fixed access token away from the real FCM', () => {
-    expect(() => createFcmProvider({ FCM_ENDPOINT: 'ftp://x' })).toThrow(ProviderConfigError);
+    expect(() => fcmFromSettings({ FCM_ENDPOINT: 'ftp://x' })).toThrow(ProviderConfigError);
     expect(() =>
-      createFcmProvider({ GOOGLE_APPLICATION_CREDENTIALS: '/no/such/service-account.json' }),
+      fcmFromSettings({ GOOGLE_APPLICATION_CREDENTIALS: '/no/such/service-account.json' }),
     ).toThrow(/GOOGLE_APPLICATION_CREDENTIALS/);
   });
 });
