@@ -88,6 +88,8 @@ export interface BurstResult {
   p99Ms: number;
   /** Top-level Redis calls (INFO commandstats, before/after) ÷ delivered. */
   redisCallsPerPush: number;
+  /** The round trips behind redisCallsPerPush, by command (the harness's own excluded from the total only). */
+  redisCallsByCommand: Record<string, number>;
   /**
    * Per provider; `requestEnvelopeRatio` is what the provider let through (every request that took a
    * token, including dead tokens and 5xx) ÷ the same envelope: how much of the allowance was used at all.
@@ -250,6 +252,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       p50Ms: Math.round(quantile(latencies, 0.5)),
       p99Ms: Math.round(quantile(latencies, 0.99)),
       redisCallsPerPush: round(redisCalls / Math.max(1, accepted.ids.size), 4),
+      redisCallsByCommand: callsByCommand(statsBefore, statsAfter),
       perProvider,
       timeline: timeline(simulators, started, throttleSamples),
       consumerCrashes: consumerCrashes(consumers),
@@ -367,4 +370,14 @@ function quantile(sorted: readonly number[], q: number): number {
 function round(value: number, digits: number): number {
   const factor = 10 ** digits;
   return Math.round(value * factor) / factor;
+}
+
+/** Round trips per command between two readings (what a script runs inside Redis is not counted). */
+function callsByCommand(before: Map<string, number>, after: Map<string, number>): Record<string, number> {
+  const calls: Record<string, number> = {};
+  for (const [command, count] of after) {
+    const delta = count - (before.get(command) ?? 0);
+    if (delta > 0 && isRoundTrip(command)) calls[command] = delta;
+  }
+  return calls;
 }
