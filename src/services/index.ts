@@ -1,3 +1,4 @@
+import getPort from 'get-port';
 import { Redis } from 'ioredis';
 import { redactUrl } from '../redact.ts';
 import { SetupError } from './errors.ts';
@@ -157,13 +158,42 @@ async function startRedisContainer(): Promise<{ url: string; stop: () => Promise
   return { url: container.getConnectionUrl(), stop: async () => void (await container.stop()) };
 }
 
+/**
+ * The Apache Kafka image (`apache/kafka`), one KRaft node, configured by the environment variables its
+ * documentation gives for a single node. `@testcontainers/kafka`'s KafkaContainer is not used: it drives
+ * the Confluent images' start script and refuses any other image in KRaft mode. The broker advertises
+ * a host port chosen here, since the advertised address must be known before it starts.
+ */
 async function startKafkaContainer(
   version: string,
 ): Promise<{ brokers: string[]; stop: () => Promise<void> }> {
-  const { KafkaContainer } = await import('@testcontainers/kafka').catch(noContainers);
-  const container = await new KafkaContainer(`apache/kafka:${version}`).withKraft().start().catch(noDocker);
+  const { GenericContainer, Wait, getContainerRuntimeClient } = await import('testcontainers').catch(
+    noContainers,
+  );
+  const runtime = await getContainerRuntimeClient().catch(noDocker);
+  const host = runtime.info.containerRuntime.host;
+  const port = await getPort();
+  const container = await new GenericContainer(`apache/kafka:${version}`)
+    .withExposedPorts({ container: 9092, host: port })
+    .withEnvironment({
+      KAFKA_NODE_ID: '1',
+      KAFKA_PROCESS_ROLES: 'broker,controller',
+      KAFKA_LISTENERS: 'PLAINTEXT://:9092,CONTROLLER://:9093',
+      KAFKA_ADVERTISED_LISTENERS: `PLAINTEXT://${host}:${port}`,
+      KAFKA_CONTROLLER_LISTENER_NAMES: 'CONTROLLER',
+      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: 'CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT',
+      KAFKA_CONTROLLER_QUORUM_VOTERS: '1@localhost:9093',
+      KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR: '1',
+      KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR: '1',
+      KAFKA_TRANSACTION_STATE_LOG_MIN_ISR: '1',
+      KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS: '0',
+    })
+    .withWaitStrategy(Wait.forLogMessage(/Kafka Server started/))
+    .withStartupTimeout(180_000)
+    .start()
+    .catch(noDocker);
   return {
-    brokers: [`${container.getHost()}:${container.getMappedPort(9093)}`],
+    brokers: [`${host}:${port}`],
     stop: async () => void (await container.stop()),
   };
 }
