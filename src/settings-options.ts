@@ -16,7 +16,7 @@ import {
 } from './providers/index.ts';
 import type { RedisConnectionOptions } from './redis/client.ts';
 import { ConfigError } from './settings.ts';
-import { tlsWhenWanted } from './tls.ts';
+import { type TlsOptions, tlsWhenWanted } from './tls.ts';
 
 /**
  * The settings (environment variables or `--config` keys, validated by `loadConfig`) turned into the
@@ -46,13 +46,7 @@ export type KafkaSecuritySettings = Pick<
  */
 export function kafkaSecurityOptions(settings: KafkaSecuritySettings): KafkaSecurityOptions {
   const options: KafkaSecurityOptions = {};
-  const tls = tlsWhenWanted(settings.KAFKA_TLS, {
-    caFile: settings.KAFKA_TLS_CA_FILE,
-    certFile: settings.KAFKA_TLS_CERT_FILE,
-    keyFile: settings.KAFKA_TLS_KEY_FILE,
-    rejectUnauthorized: settings.KAFKA_TLS_REJECT_UNAUTHORIZED,
-    names: { ca: 'KAFKA_TLS_CA_FILE', cert: 'KAFKA_TLS_CERT_FILE', key: 'KAFKA_TLS_KEY_FILE' },
-  });
+  const tls = tlsFromSettings('KAFKA', settings.KAFKA_TLS, settings);
   if (tls) options.tls = tls;
   const mechanism = settings.KAFKA_SASL_MECHANISM;
   if (mechanism) {
@@ -64,6 +58,29 @@ export function kafkaSecurityOptions(settings: KafkaSecuritySettings): KafkaSecu
     options.sasl = { mechanism, username, password };
   }
   return options;
+}
+
+type TlsSettingSuffix = 'CA_FILE' | 'CERT_FILE' | 'KEY_FILE' | 'REJECT_UNAUTHORIZED';
+
+/**
+ * TLS from a client's four TLS settings (`<prefix>_TLS_CA_FILE`, `_CERT_FILE`, `_KEY_FILE`,
+ * `_REJECT_UNAUTHORIZED`), when `wanted` or a file is given; a file that cannot be read names its setting.
+ */
+function tlsFromSettings<P extends 'KAFKA' | 'REDIS'>(
+  prefix: P,
+  wanted: boolean,
+  settings: Pick<Config, `${P}_TLS_${TlsSettingSuffix}`>,
+): TlsOptions | undefined {
+  const ca = `${prefix}_TLS_CA_FILE` as const;
+  const cert = `${prefix}_TLS_CERT_FILE` as const;
+  const key = `${prefix}_TLS_KEY_FILE` as const;
+  return tlsWhenWanted(wanted, {
+    caFile: settings[ca],
+    certFile: settings[cert],
+    keyFile: settings[key],
+    rejectUnauthorized: settings[`${prefix}_TLS_REJECT_UNAUTHORIZED`],
+    names: { ca, cert, key },
+  });
 }
 
 /** The settings {@link redisConnectionOptions} reads. */
@@ -88,13 +105,11 @@ export function redisConnectionOptions(settings: RedisConnectionSettings): Redis
   const options: RedisConnectionOptions = { url: settings.REDIS_URL };
   if (settings.REDIS_USERNAME) options.username = settings.REDIS_USERNAME;
   if (settings.REDIS_PASSWORD) options.password = settings.REDIS_PASSWORD;
-  const tls = tlsWhenWanted(settings.REDIS_TLS || settings.REDIS_URL.startsWith('rediss:'), {
-    caFile: settings.REDIS_TLS_CA_FILE,
-    certFile: settings.REDIS_TLS_CERT_FILE,
-    keyFile: settings.REDIS_TLS_KEY_FILE,
-    rejectUnauthorized: settings.REDIS_TLS_REJECT_UNAUTHORIZED,
-    names: { ca: 'REDIS_TLS_CA_FILE', cert: 'REDIS_TLS_CERT_FILE', key: 'REDIS_TLS_KEY_FILE' },
-  });
+  const tls = tlsFromSettings(
+    'REDIS',
+    settings.REDIS_TLS || settings.REDIS_URL.startsWith('rediss:'),
+    settings,
+  );
   if (tls) options.tls = tls;
   return options;
 }

@@ -12,6 +12,8 @@ import { type Rig, startRig } from '../helpers/pipeline.ts';
  */
 
 const TOKEN = 'idempotency-device-token-0001';
+/** Unthrottled, and the FCM simulator keeps each push's payload (to tell the copies apart by title). */
+const RIG = { partitions: 2, rate: 1000, burst: 1000, simulator: { keepPayloads: true } };
 const ID = 'order-42';
 
 let rig: Rig | undefined;
@@ -66,12 +68,7 @@ async function pushedTitles(current: Rig, published: number): Promise<string[]> 
 
 describe('idempotency key (tenant, id)', () => {
   it('through Kafka: the same id for two tenants and for no tenant is three events; a second copy of one is skipped', async () => {
-    rig = await startRig({
-      partitions: 2,
-      rate: 1000,
-      burst: 1000,
-      simulator: { keepPayloads: true },
-    });
+    rig = await startRig(RIG);
     await rig.startConsumer();
     await publishEvents(
       rig.kafka,
@@ -83,12 +80,7 @@ describe('idempotency key (tenant, id)', () => {
   });
 
   it('through the gateway: each tenant gets its own order-42; a repeated request of one tenant is pushed once', async () => {
-    rig = await startRig({
-      partitions: 2,
-      rate: 1000,
-      burst: 1000,
-      simulator: { keepPayloads: true },
-    });
+    rig = await startRig(RIG);
     gateway = await spawnGateway({
       ...rig.env,
       AQUEDUCT_GATEWAY_API_KEYS: JSON.stringify({
