@@ -3,6 +3,7 @@ import { describeIssues } from './events/decode.ts';
 import { HEADER_SAFE } from './events/event.ts';
 import { redactUrl } from './redact.ts';
 import { ConfigError, readSettings, settingsReference } from './settings.ts';
+import { MAX_TIMER_MS } from './timer-delay.ts';
 
 /**
  * The consumer's configuration: environment variables, optionally a JSON file with the same keys
@@ -179,6 +180,18 @@ export const configSchema = z.object({
   AQUEDUCT_RETRY_BASE_MS: positiveInt
     .default(1000)
     .describe('First retry delay; doubles each attempt (with jitter) unless the provider said Retry-After.'),
+  AQUEDUCT_MAX_FLEET_BLOCK_MS: positiveInt
+    .max(MAX_TIMER_MS)
+    .default(60_000)
+    .describe(
+      "Longest fleet-wide block a provider's project-wide 429 can set, in ms: a longer Retry-After (or a proxy's absurd one) is cut to this, in the consumer and in Redis alike.",
+    ),
+  AQUEDUCT_MAX_RETRY_DELAY_MS: positiveInt
+    .max(MAX_TIMER_MS)
+    .default(3_600_000)
+    .describe(
+      "Longest delay of one event's retry, in ms: a provider's Retry-After and the doubling back-off are both cut to this.",
+    ),
   AQUEDUCT_DEDUPE_TTL_SECONDS: positiveInt
     .default(7 * 24 * 3600)
     .describe('How long an event id is remembered as done (dedupe window against redelivery).'),

@@ -101,6 +101,7 @@ export async function startConsumerApp(
   const limiter = new TokenBucketLimiter(redis, {
     keyPrefix: config.AQUEDUCT_REDIS_PREFIX,
     failurePolicy: config.AQUEDUCT_LIMITER_FAILURE_POLICY,
+    maxBlockMs: config.AQUEDUCT_MAX_FLEET_BLOCK_MS,
     onFailOpen: (error) =>
       logger.warn({ err: errorSummary(error) }, 'limiter failed open: sending unmetered'),
   });

@@ -18,6 +18,8 @@ export function consumerOptions(config: Config): NotificationConsumerOptions {
     maxHeaderBytes: config.AQUEDUCT_MAX_HEADER_BYTES,
     maxAttempts: config.AQUEDUCT_MAX_ATTEMPTS,
     retryBaseMs: config.AQUEDUCT_RETRY_BASE_MS,
+    maxRetryDelayMs: config.AQUEDUCT_MAX_RETRY_DELAY_MS,
+    maxFleetBlockMs: config.AQUEDUCT_MAX_FLEET_BLOCK_MS,
     failurePolicy: config.AQUEDUCT_LIMITER_FAILURE_POLICY,
     fetchMaxBytesPerPartition: config.AQUEDUCT_FETCH_MAX_BYTES_PER_PARTITION,
     sessionTimeoutMs: config.AQUEDUCT_SESSION_TIMEOUT_MS,

@@ -7,6 +7,7 @@ import {
   type ScriptPipeline,
   scriptCall,
 } from '../redis/scripts.ts';
+import { MAX_TIMER_MS } from '../timer-delay.ts';
 import { LimiterArgumentError, LimiterUnavailableError, toLimiterError } from './errors.ts';
 import { inspectBuckets } from './inspect.ts';
 import { assertKeyPrefix, bucketKeys } from './keys.ts';
@@ -23,7 +24,13 @@ import type {
   RefundResult,
 } from './types.ts';
 
-const DEFAULTS = { keyPrefix: 'aqueduct', minTtlSeconds: 60, timeoutMs: 1000, timerSlackMs: 1 };
+const DEFAULTS = {
+  keyPrefix: 'aqueduct',
+  minTtlSeconds: 60,
+  timeoutMs: 1000,
+  timerSlackMs: 1,
+  maxBlockMs: 60_000,
+};
 
 /** acquire.lua's `numkeys, keys, argv`: the prepared parts around the per-call `n` and `waitFor`. */
 type AcquireArgs = [readonly string[], string, string, readonly string[]];
@@ -41,6 +48,7 @@ export class TokenBucketLimiter {
   private readonly timeoutMs: number;
   private readonly timeouts: CallTimeouts | undefined;
   private readonly timerSlackMs: number;
+  private readonly maxBlockMs: number;
   private readonly onFailOpen: ((error: LimiterUnavailableError) => void) | undefined;
   private readonly acquireScript: ScriptCall;
   private readonly refundScript: ScriptCall;
@@ -80,6 +88,13 @@ export class TokenBucketLimiter {
       throw new LimiterArgumentError(
         'timerSlackMs',
         `timerSlackMs must be a finite number >= 0, got ${this.timerSlackMs}`,
+      );
+    }
+    this.maxBlockMs = options.maxBlockMs ?? DEFAULTS.maxBlockMs;
+    if (!(this.maxBlockMs >= 0 && this.maxBlockMs <= MAX_TIMER_MS)) {
+      throw new LimiterArgumentError(
+        'maxBlockMs',
+        `maxBlockMs must be a number of ms in [0, 2^31 - 1], got ${this.maxBlockMs}`,
       );
     }
     this.onFailOpen = options.onFailOpen;
@@ -183,7 +198,8 @@ export class TokenBucketLimiter {
    * Blocks buckets fleet-wide for `retryAfterMs` from now, as measured by the Redis server's clock (so the
    * instances' clocks do not matter): pass a provider's 429 Retry-After converted to milliseconds. While
    * blocked, every acquire that includes one of these buckets gets nothing and waits until the block
-   * ends. A block never shortens an existing one.
+   * ends. A block never shortens an existing one, and never reaches further than `maxBlockMs` from now
+   * (a longer `retryAfterMs` is cut to it, and so is a block stored further out).
    * @returns the epoch ms (Redis clock) the latest of these blocks now ends
    */
   async blockUntil(buckets: ReadonlyArray<BucketSpec | string>, retryAfterMs: number): Promise<number> {
@@ -201,7 +217,7 @@ export class TokenBucketLimiter {
     try {
       const reply = replyFields(
         await this.withTimeout(
-          this.blockScript(keys.length, ...keys, retryAfterMs, this.minTtlSeconds),
+          this.blockScript(keys.length, ...keys, retryAfterMs, this.minTtlSeconds, this.maxBlockMs),
           'blockUntil',
         ),
       );

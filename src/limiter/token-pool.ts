@@ -1,3 +1,4 @@
+import { timerDelayMs } from '../timer-delay.ts';
 /**
  * One process's share of a token bucket group (a provider's bucket, plus a tenant's when the event has
  * one). All partitions of the process draw from it, so that however many partitions are throttled,
@@ -238,7 +239,8 @@ export class TokenPool {
 
   private armWakeTimer(at: number): void {
     if (this.wakeTimer || this.closed) return;
-    this.wakeTimer = setTimeout(() => this.wakeWaiters(), Math.max(0, at - Date.now()));
+    // A wait beyond what a timer can arm (a block stored before blocks were bounded) wakes at the limit and asks again.
+    this.wakeTimer = setTimeout(() => this.wakeWaiters(), timerDelayMs(at - Date.now()));
   }
 
   /**

@@ -111,6 +111,11 @@ export interface LimiterOptions {
    * come back a fraction of a token short.
    */
   timerSlackMs?: number;
+  /**
+   * Longest block `blockUntil` sets, in ms from Redis' now (default 60 000): a longer `retryAfterMs` is
+   * cut to it, and so is a block stored further out. At most 2^31 - 1 (a Node timer's limit).
+   */
+  maxBlockMs?: number;
   /** Called with the error each time `failurePolicy: 'open'` turns a Redis failure into a full grant. */
   onFailOpen?: (error: LimiterUnavailableError) => void;
 }

@@ -3,12 +3,20 @@ import type { DecodeResult } from '../events/decode.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
 import { isKafkaJsError } from '../kafka/errors.ts';
 import type { TokenPool } from '../limiter/token-pool.ts';
-import type { PushProvider } from '../providers/types.ts';
+import { blocksFleet, type PushProvider } from '../providers/types.ts';
+import { DeviceBackoff } from './device-backoff.ts';
 import type { DoneStore } from './done-store.ts';
 import { type Answered, type Item, type ItemLimits, readItem, type Sendable } from './item.ts';
 import type { PipelineObserver } from './observer.ts';
 import type { Origin, OutcomeRecord, OutcomeWriter } from './outcome-writer.ts';
-import { type RetryPolicy, type Settlement, settleAnswered, settleUndecodable } from './outcomes.ts';
+import {
+  type RetryPolicy,
+  retryDelayMs,
+  type Settlement,
+  settleAnswered,
+  settleDeferred,
+  settleUndecodable,
+} from './outcomes.ts';
 import { PartitionState } from './partition-state.ts';
 import { backoffDelayMs, PauseTimers } from './pause-timers.ts';
 import { type DoneMark, markDone, Sender } from './sender.ts';
@@ -19,6 +27,8 @@ export interface BatchProcessorOptions extends ItemLimits, RetryPolicy {
   maxPerStep: number;
   /** Go on without the dedupe check when Redis is unreachable (the limiter's failure policy `open`). */
   failOpen: boolean;
+  /** Longest fleet-wide block a project-wide 429 sets, in ms (a longer Retry-After is cut to it). */
+  maxFleetBlockMs: number;
 }
 
 /** The done-marks as the processor uses them (DoneStore over Redis; an in-memory one in unit tests). */
@@ -54,6 +64,10 @@ interface StepPlan {
   unmetered: Sendable[];
   /** Sent with the tokens of their bucket group's pool. */
   byPool: Map<TokenPool, Sendable[]>;
+  /** For a device the provider throttled: back to the retry topic, due at `notBefore`, no attempt spent. */
+  deferred: Array<Sendable & { notBefore: number }>;
+  /** When the plan was made: a throttle answered to one of its sends was decided then. */
+  at: number;
 }
 
 /**
@@ -72,6 +86,8 @@ export class BatchProcessor {
   private readonly sender: Sender;
   private readonly timers: PauseTimers;
   private readonly partitions = new Map<string, PartitionState>();
+  /** Devices throttled on their own (device-scoped 429s), paced in this process. */
+  private readonly devices = new DeviceBackoff();
   /** Partitions assigned before this time (epoch ms) read their done-marks again before each send. */
   private recheckUntil = 0;
 
@@ -193,13 +209,17 @@ export class BatchProcessor {
       this.deps.observer.deadLettered?.(decoded.kind, item);
       return settleUndecodable(item, decoded, this.origin(state, item));
     });
+    for (const { item, event, notBefore } of plan.deferred) {
+      this.deps.observer.deferred?.(event, item, notBefore);
+      settlements.push(settleDeferred(item, this.origin(state, item), notBefore));
+    }
     const [unmetered, ...metered] = await Promise.all([
       this.sender.sendUnmetered(state, plan.unmetered),
       ...[...plan.byPool].map(([pool, group]) => this.sender.sendMetered(state, pool, group)),
     ]);
     const sends = [unmetered, ...metered];
     const answered = sends.flatMap((send) => send.answered);
-    for (const entry of answered) settlements.push(await this.settleAnswered(state, entry));
+    for (const entry of answered) settlements.push(await this.settleAnswered(state, entry, plan.at));
 
     // The outcome is recorded once the provider accepted it or its record is on its topic; the marks
     // follow without being waited for (see markDone). Deliveries were marked by the sender already: if
@@ -213,6 +233,7 @@ export class BatchProcessor {
     const finished = [
       ...plan.duplicates,
       ...plan.undecodable.map((entry) => entry.item),
+      ...plan.deferred.map((entry) => entry.item),
       ...sends.flatMap((send) => send.skipped),
       ...answered.map((entry) => entry.item),
     ];
@@ -228,8 +249,15 @@ export class BatchProcessor {
 
   /** Sorts a step's open items: what is skipped, dead-lettered, and sent (by pool, up to maxPerStep each). */
   private plan(state: PartitionState, open: readonly Item[]): StepPlan {
-    const plan: StepPlan = { duplicates: [], undecodable: [], unmetered: [], byPool: new Map() };
     const now = Date.now();
+    const plan: StepPlan = {
+      duplicates: [],
+      undecodable: [],
+      unmetered: [],
+      byPool: new Map(),
+      deferred: [],
+      at: now,
+    };
     const seenIds = new Set<string>();
     for (const item of open) {
       if (state.wasDoneEarlier(item) || this.deps.doneStore.isDoneLocally(item.dedupeKey)) {
@@ -243,19 +271,47 @@ export class BatchProcessor {
       // The same id twice in reach (a retry copy written twice): send one, the other waits for its mark.
       if (item.notBefore > now || seenIds.has(item.dedupeKey)) continue;
       seenIds.add(item.dedupeKey);
-      const pool = this.deps.poolFor(item.decoded.event);
+      const event = item.decoded.event;
+      const pool = this.deps.poolFor(event);
       const group = pool ? (plan.byPool.get(pool) ?? []) : plan.unmetered;
-      if (group.length < this.options.maxPerStep) group.push({ item, event: item.decoded.event });
+      if (group.length >= this.options.maxPerStep) continue;
+      // A device the provider throttled on its own waits for its slot; nothing else waits for it.
+      const device = this.devices.decide(event, item.dedupeKey, now);
+      if (!device.send) {
+        plan.deferred.push({ item, event, notBefore: device.notBefore });
+        continue;
+      }
+      group.push({ item, event });
       if (pool) plan.byPool.set(pool, group);
     }
     return plan;
   }
 
-  private async settleAnswered(state: PartitionState, answered: Answered): Promise<Settlement> {
+  private async settleAnswered(
+    state: PartitionState,
+    answered: Answered,
+    decidedAt: number,
+  ): Promise<Settlement> {
     const { item, event, outcome } = answered;
     this.deps.observer.outcome?.(event, outcome, item);
-    if (outcome.kind === 'retry' && outcome.throttled) await this.blockFleet(event, outcome.retryAfterMs);
-    const settlement = settleAnswered(answered, this.origin(state, item), this.options);
+    if (blocksFleet(outcome) && outcome.kind === 'retry') await this.blockFleet(event, outcome.retryAfterMs);
+    const now = Date.now();
+    const settlement = settleAnswered(answered, this.origin(state, item), this.options, now);
+    if (outcome.kind === 'delivered') this.devices.delivered(event);
+    else if (outcome.kind === 'retry' && outcome.scope === 'device') {
+      // The device waits as long as this event does (the provider's delay, else the back-off).
+      const delay =
+        settlement.record?.kind === 'retry'
+          ? settlement.record.notBefore - now
+          : retryDelayMs(
+              item.attempt,
+              outcome.retryAfterMs,
+              this.options.retryBaseMs,
+              Math.random,
+              this.options.maxRetryDelayMs,
+            );
+      this.devices.throttled(event, now, delay, decidedAt);
+    }
     if (settlement.deadLettered) this.deps.observer.deadLettered?.(settlement.deadLettered, item);
     if (settlement.retried) this.deps.observer.retried?.(outcome, event);
     return settlement;
@@ -265,11 +321,14 @@ export class BatchProcessor {
     return { topic: state.topic, partition: state.partition, offset: item.offset };
   }
 
-  /** A 429: every consumer of the fleet stops sending to this provider until Retry-After has passed. */
+  /**
+   * A project-wide 429: every consumer of the fleet stops sending to this provider until Retry-After has
+   * passed (1 s when the provider gave none), never longer than `maxFleetBlockMs`.
+   */
   private async blockFleet(event: NotificationEvent, retryAfterMs: number | undefined): Promise<void> {
     const pool = this.deps.poolFor(event);
     if (!pool) return;
-    const until = Date.now() + (retryAfterMs ?? 1000);
+    const until = Date.now() + Math.min(retryAfterMs ?? 1000, this.options.maxFleetBlockMs);
     // Only a later block is news to the fleet. (The pool's own dry spell does not count: it is this
     // process's wait for tokens, which the other processes know nothing of.)
     if (until <= pool.blockedUntilMs) return;

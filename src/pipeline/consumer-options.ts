@@ -48,6 +48,10 @@ export interface NotificationConsumerOptions {
   maxAttempts: number;
   /** First retry delay, in ms; doubles each attempt (with jitter) unless the provider said Retry-After. */
   retryBaseMs: number;
+  /** Longest delay of one event's retry, in ms (a Retry-After or the back-off is cut to it). */
+  maxRetryDelayMs: number;
+  /** Longest fleet-wide block a project-wide 429 sets, in ms. */
+  maxFleetBlockMs: number;
   /** When Redis cannot be reached: `closed` waits (nothing is sent unmetered), `open` sends anyway. */
   failurePolicy: 'closed' | 'open';
   /** Bytes fetched per partition per request: bounds the re-read window after a pause. */

@@ -88,6 +88,8 @@ export class NotificationConsumer {
         maxHeaderBytes: this.options.maxHeaderBytes,
         maxAttempts: this.options.maxAttempts,
         retryBaseMs: this.options.retryBaseMs,
+        maxRetryDelayMs: this.options.maxRetryDelayMs,
+        maxFleetBlockMs: this.options.maxFleetBlockMs,
         maxPerStep: this.options.maxPerStep,
         failOpen: this.options.failurePolicy === 'open',
       },
@@ -317,10 +319,13 @@ export function errorSummary(error: unknown): Record<string, unknown> {
 }
 
 /**
- * Logs the pipeline's failures (Redis or an outcome topic unavailable), at most one line per kind every
- * five seconds with the count in between: a Redis outage must not turn into thousands of log lines.
+ * Logs the pipeline's failures (Redis or an outcome topic unavailable, a provider refusing our
+ * credentials' refresh rate), at most one line per kind every five seconds with the count in between:
+ * a Redis outage must not turn into thousands of log lines.
  */
-export function failureLogger(logger: Logger): Pick<PipelineObserver, 'stepFailed' | 'markFailed'> {
+export function failureLogger(
+  logger: Logger,
+): Pick<PipelineObserver, 'stepFailed' | 'markFailed' | 'outcome'> {
   const last = new Map<string, { at: number; suppressed: number }>();
   const log = (kind: string, error: unknown, fields: Record<string, unknown>) => {
     const now = Date.now();
@@ -336,5 +341,15 @@ export function failureLogger(logger: Logger): Pick<PipelineObserver, 'stepFaile
     stepFailed: (error, topic, partition) =>
       log('batch step failed; partition paused for a back-off', error, { topic, partition }),
     markFailed: (error, count) => log('dedupe marks unavailable', error, { count }),
+    outcome: (event, outcome) => {
+      // Not a rate limit on sends but on how often the provider token changes (APNs
+      // TooManyProviderTokenUpdates): a configuration problem, worth an operator's look.
+      if (outcome.kind !== 'retry' || outcome.scope !== 'credentials') return;
+      log(
+        'provider refuses our provider-token updates as too frequent: check the APNs key settings (APNS_KEY_ID, APNS_TEAM_ID) are the same on every instance and the clocks are right; pushes are retried',
+        new Error(outcome.reason),
+        { provider: event.platform },
+      );
+    },
   };
 }

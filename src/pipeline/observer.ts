@@ -52,6 +52,8 @@ export interface PipelineObserver {
   released?(topic: string, partition: number): void;
   outcome?(event: NotificationEvent, outcome: PushOutcome, item: Item): void;
   retried?(outcome: PushOutcome, event: NotificationEvent): void;
+  /** Held back for a device the provider throttled on its own: on the retry topic, due at `notBefore`. */
+  deferred?(event: NotificationEvent, item: Item, notBefore: number): void;
   deadLettered?(reasonKind: string, item: Item): void;
   duplicateSkipped?(item: Item): void;
   paused?(topic: string, partition: number, expectedWaitMs: number): void;

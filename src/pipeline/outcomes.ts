@@ -1,4 +1,5 @@
 import type { DecodeResult } from '../events/decode.ts';
+import { MAX_TIMER_MS } from '../timer-delay.ts';
 import type { Answered, Item } from './item.ts';
 import type { Origin, OutcomeRecord } from './outcome-writer.ts';
 import type { DoneMark } from './sender.ts';
@@ -23,6 +24,8 @@ export interface RetryPolicy {
   maxAttempts: number;
   /** First retry delay (doubles per attempt, with jitter) when the provider gave no Retry-After. */
   retryBaseMs: number;
+  /** Longest delay of one retry, in ms: a provider's Retry-After and the back-off are both cut to it. */
+  maxRetryDelayMs: number;
 }
 
 /** A message that did not decode (or was too large): dead-lettered under its failure kind. */
@@ -57,7 +60,14 @@ export function settleAnswered(
         const reason = `gave up after ${item.attempt} attempts; last: ${outcome.reason}`;
         return deadLetter(item, origin, 'max-attempts', reason);
       }
-      const notBefore = now + retryDelayMs(item.attempt, outcome.retryAfterMs, policy.retryBaseMs, random);
+      const delay = retryDelayMs(
+        item.attempt,
+        outcome.retryAfterMs,
+        policy.retryBaseMs,
+        random,
+        policy.maxRetryDelayMs,
+      );
+      const notBefore = now + delay;
       return {
         record: {
           kind: 'retry',
@@ -73,16 +83,38 @@ export function settleAnswered(
   }
 }
 
-/** The provider's Retry-After when it gave one, else `baseMs` doubled per attempt, ±25 % jitter. */
+/**
+ * The provider's Retry-After when it gave one, else `baseMs` doubled per attempt, ±25 % jitter; never
+ * more than `maxMs` (nor Node's timer limit: the retry's due time arms a resume timer).
+ */
 export function retryDelayMs(
   attempt: number,
   retryAfterMs: number | undefined,
   baseMs: number,
   random = Math.random,
+  maxMs = MAX_TIMER_MS,
 ): number {
-  if (retryAfterMs !== undefined) return retryAfterMs;
-  const base = baseMs * 2 ** (attempt - 1);
-  return Math.round(base * (0.75 + random() * 0.5));
+  const limit = Math.min(Math.max(0, maxMs), MAX_TIMER_MS);
+  if (retryAfterMs !== undefined) return Math.min(limit, Math.max(0, retryAfterMs));
+  const base = baseMs * 2 ** Math.min(attempt - 1, 60);
+  return Math.min(limit, Math.round(base * (0.75 + random() * 0.5)));
+}
+
+/**
+ * An event held back for a device the provider throttled on its own (see DeviceBackoff): back to the
+ * retry topic, due at `notBefore`. It was not sent, so it keeps its attempt count.
+ */
+export function settleDeferred(item: Item, origin: Origin, notBefore: number): Settlement {
+  return {
+    record: {
+      kind: 'retry',
+      message: item.message,
+      origin,
+      attempt: item.attempt,
+      notBefore,
+      reason: 'device throttled: waiting for its slot',
+    },
+  };
 }
 
 function deadLetter(item: Item, origin: Origin, reasonKind: string, reason: string): Settlement {

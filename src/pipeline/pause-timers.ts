@@ -1,4 +1,5 @@
 import type { TokenPool } from '../limiter/token-pool.ts';
+import { timerDelayMs } from '../timer-delay.ts';
 import type { PipelineObserver } from './observer.ts';
 
 /** A partition as the pause timers know it. */
@@ -65,7 +66,7 @@ export class PauseTimers {
       if (this.holds.get(partition.key) !== hold) return;
       this.holds.delete(partition.key);
       this.controls.resume(partition.topic, partition.partition);
-    }, delayMs);
+    }, timerDelayMs(delayMs));
     this.hold(partition, hold);
   }
 
@@ -96,7 +97,8 @@ export class PauseTimers {
     }
     if (reasons.retryDueAt !== undefined) {
       wakeAt = Math.min(wakeAt, reasons.retryDueAt);
-      timers.push(setTimeout(wake, Math.max(0, reasons.retryDueAt - Date.now())));
+      // A retry due later than a timer can wait wakes the partition at the limit, which pauses it again.
+      timers.push(setTimeout(wake, timerDelayMs(reasons.retryDueAt - Date.now())));
     }
     if (wakeAt === Number.POSITIVE_INFINITY) {
       // Nothing to wait for (e.g. a duplicate id held back for its twin's mark): read again shortly.

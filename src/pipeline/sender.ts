@@ -1,6 +1,6 @@
 import type { Platform } from '../events/event.ts';
 import type { TokenPool } from '../limiter/token-pool.ts';
-import type { PushProvider, PushRequest } from '../providers/types.ts';
+import { blocksFleet, type PushProvider, type PushRequest } from '../providers/types.ts';
 import type { DoneStore, FinalOutcome } from './done-store.ts';
 import type { Answered, Item, Sendable } from './item.ts';
 import type { PipelineObserver } from './observer.ts';
@@ -53,8 +53,8 @@ export class Sender {
    * Sends a bucket group's entries one window at a time: take tokens for at most `pool.window` of them,
    * send those, give the window back once they are answered, and go on while tokens last. Taking right
    * before sending keeps what the fleet has been granted and the provider has not yet seen small (see
-   * TokenPoolOptions.window). What gets no token is the result's `unmet`; a 429 ends the loop (the
-   * outcome handling then blocks the fleet).
+   * TokenPoolOptions.window). What gets no token is the result's `unmet`; a project-wide 429 ends the
+   * loop (the outcome handling then blocks the fleet); a device's 429 does not.
    */
   async sendMetered(state: PartitionState, pool: TokenPool, group: readonly Sendable[]): Promise<SendResult> {
     const result: SendResult = { answered: [], skipped: [], unmet: 0 };
@@ -77,7 +77,7 @@ export class Sender {
         pool.release(granted);
       }
       result.answered.push(...answered);
-      if (answered.some(({ outcome }) => outcome.kind === 'retry' && outcome.throttled)) break;
+      if (answered.some(({ outcome }) => blocksFleet(outcome))) break;
     }
     result.unmet = group.length - next;
     return result;

@@ -1,5 +1,5 @@
 import { parseRetryAfterMs } from './retry-after.ts';
-import type { PushOutcome } from './types.ts';
+import type { PushOutcome, ThrottleScope } from './types.ts';
 
 /**
  * Everything about an APNs answer that decides its outcome, taken from a @parse/node-apn result by
@@ -22,7 +22,7 @@ type Kind = Exclude<PushOutcome['kind'], 'delivered'>;
  * The APNs decision table: reason → outcome, for the reasons Apple documents.
  * https://developer.apple.com/documentation/usernotifications/handling-notification-responses-from-apns
  */
-const BY_REASON: Record<string, { kind: Kind; throttled?: boolean }> = {
+const BY_REASON: Record<string, { kind: Kind; throttle?: ThrottleScope }> = {
   // 400: the device token is not one (or not for this app): stop sending to it.
   BadDeviceToken: { kind: 'invalid-token' },
   DeviceTokenNotForTopic: { kind: 'invalid-token' },
@@ -56,9 +56,13 @@ const BY_REASON: Record<string, { kind: Kind; throttled?: boolean }> = {
   BadEnvironmentKeyInToken: { kind: 'rejected' },
   // 400 IdleTimeout: the connection sat idle too long; a new one will do.
   IdleTimeout: { kind: 'retry' },
-  // 429: the limit Aqueduct exists to respect (per device, or too many token refreshes).
-  TooManyRequests: { kind: 'retry', throttled: true },
-  TooManyProviderTokenUpdates: { kind: 'retry', throttled: true },
+  // 429 TooManyRequests: Apple describes it as too many requests made consecutively to the same
+  // device token: a limit on one device, not on the sender; only that device backs off.
+  TooManyRequests: { kind: 'retry', throttle: 'device' },
+  // 429 TooManyProviderTokenUpdates: the provider token is being updated too often (Apple asks for a
+  // new one no more than once every 20 minutes): our JWT is refreshed too often (a key shared by too many processes, a clock that makes every token
+  // look expired). Not the send rate: the push is retried later and the credentials set-up is at fault.
+  TooManyProviderTokenUpdates: { kind: 'retry', throttle: 'credentials' },
   // 5xx: Apple's side.
   InternalServerError: { kind: 'retry' },
   ServiceUnavailable: { kind: 'retry' },
@@ -73,14 +77,25 @@ export function classifyApnsFailure(failure: ApnsFailure, nowMs: number = Date.n
   const after = retryAfterMs === undefined ? {} : { retryAfterMs };
 
   if (reason !== undefined && reason in BY_REASON) {
-    const rule = BY_REASON[reason] as { kind: Kind; throttled?: boolean };
-    if (rule.kind === 'retry')
-      return { kind: 'retry', reason, throttled: rule.throttled === true, ...status, ...after };
+    const rule = BY_REASON[reason] as { kind: Kind; throttle?: ThrottleScope };
+    if (rule.kind === 'retry') {
+      const throttle = rule.throttle === undefined ? {} : { scope: rule.throttle };
+      return {
+        kind: 'retry',
+        reason,
+        throttled: rule.throttle !== undefined,
+        ...throttle,
+        ...status,
+        ...after,
+      };
+    }
     return { kind: rule.kind, reason, ...status };
   }
   if (httpStatus !== undefined) {
     const label = reason ?? `HTTP ${httpStatus}`;
-    if (httpStatus === 429) return { kind: 'retry', reason: label, throttled: true, ...status, ...after };
+    // A 429 with a reason Apple does not document (or none): assumed to be about the sender as a whole.
+    if (httpStatus === 429)
+      return { kind: 'retry', reason: label, throttled: true, scope: 'fleet', ...status, ...after };
     if (httpStatus >= 500) return { kind: 'retry', reason: label, throttled: false, ...status, ...after };
     if (httpStatus === 410) return { kind: 'invalid-token', reason: label, ...status };
     if (httpStatus >= 400) return { kind: 'rejected', reason: label, ...status };

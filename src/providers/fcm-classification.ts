@@ -21,6 +21,11 @@ export interface FcmFailure {
   clientCode?: string;
   /** The socket or TLS error code underneath a network failure (ECONNRESET, ETIMEDOUT, a certificate error…). */
   networkCode?: string;
+  /**
+   * `device` when a `google.rpc.QuotaFailure` detail of the answer names the quota as one device's
+   * message rate (see {@link isDeviceQuotaViolation}); absent otherwise (project quota, overload).
+   */
+  quotaScope?: 'device';
 }
 
 type Kind = Exclude<PushOutcome['kind'], 'delivered'>;
@@ -37,7 +42,9 @@ const BY_CODE: Record<string, { kind: Kind; throttled?: boolean }> = {
   SENDER_ID_MISMATCH: { kind: 'invalid-token' },
   // Something in the message itself (or a malformed token: see below).
   INVALID_ARGUMENT: { kind: 'rejected' },
-  // The limit Aqueduct exists to respect.
+  // 429: the project's quota (per minute, minutes not aligned to the clock), overload, or one device's
+  // message rate. Only the last is narrower than the fleet, and only the error's QuotaFailure detail
+  // says so (see classifyFcmFailure).
   QUOTA_EXCEEDED: { kind: 'retry', throttled: true },
   RESOURCE_EXHAUSTED: { kind: 'retry', throttled: true },
   UNAVAILABLE: { kind: 'retry' },
@@ -71,11 +78,26 @@ export function classifyFcmFailure(failure: FcmFailure, nowMs: number = Date.now
       return { kind: 'invalid-token', reason: 'INVALID_ARGUMENT: invalid registration token', ...status };
     }
     const reason = rule.kind === 'rejected' && failure.message ? `${code}: ${clip(failure.message)}` : code;
-    if (rule.kind === 'retry')
-      return { kind: 'retry', reason, throttled: rule.throttled === true, ...status, ...after };
+    if (rule.kind === 'retry') {
+      if (rule.throttled !== true) return { kind: 'retry', reason, throttled: false, ...status, ...after };
+      const scope = throttleScope(failure);
+      return {
+        kind: 'retry',
+        reason: scopedReason(reason, scope),
+        throttled: true,
+        scope,
+        ...status,
+        ...after,
+      };
+    }
     return { kind: rule.kind, reason, ...status };
   }
 
+  if (httpStatus === 429) {
+    const scope = throttleScope(failure);
+    const reason = scopedReason(code ?? 'HTTP 429', scope);
+    return { kind: 'retry', reason, throttled: true, scope, ...status, ...after };
+  }
   if (httpStatus !== undefined) return classifyByStatus(httpStatus, code, status, after);
 
   // No answer from the server.
@@ -107,7 +129,6 @@ function classifyByStatus(
   after: { retryAfterMs?: number },
 ): PushOutcome {
   const reason = code ?? `HTTP ${httpStatus}`;
-  if (httpStatus === 429) return { kind: 'retry', reason, throttled: true, ...status, ...after };
   if (httpStatus >= 500 || httpStatus === 408)
     return { kind: 'retry', reason, throttled: false, ...status, ...after };
   if (httpStatus === 401) return { kind: 'retry', reason, throttled: false, ...status };
@@ -116,6 +137,18 @@ function classifyByStatus(
   if (httpStatus === 404) return { kind: 'invalid-token', reason, ...status };
   if (httpStatus >= 400) return { kind: 'rejected', reason, ...status };
   return { kind: 'retry', reason, throttled: false, ...status };
+}
+
+/**
+ * A throttle is one device's when the answer says so; the project quota and overload (no device named)
+ * stop the fleet, as Google asks: back off on every 429 unless told it is narrower.
+ */
+function throttleScope(failure: FcmFailure): 'fleet' | 'device' {
+  return failure.quotaScope === 'device' ? 'device' : 'fleet';
+}
+
+function scopedReason(reason: string, scope: 'fleet' | 'device'): string {
+  return scope === 'device' ? `${reason}: device message rate` : reason;
 }
 
 function clip(text: string): string {
@@ -149,26 +182,49 @@ export function describeFcmError(error: unknown): FcmFailure {
   return failure;
 }
 
-/** Google's JSON error: `{ error: { code, message, status, details: [{ '@type': …FcmError, errorCode }] } }`. */
-function readErrorBody(data: unknown): Pick<FcmFailure, 'fcmErrorCode' | 'status' | 'message'> {
+type BodyFields = Pick<FcmFailure, 'fcmErrorCode' | 'status' | 'message' | 'quotaScope'>;
+
+/**
+ * Google's JSON error: `{ error: { code, message, status, details: [...] } }`, where details hold an
+ * FcmError (`{ '@type': …FcmError, errorCode }`) and, for QUOTA_EXCEEDED, a `google.rpc.QuotaFailure`
+ * (`{ '@type': …QuotaFailure, violations: [{ subject, description }] }`) naming the quota exceeded.
+ * firebase-admin keeps the parsed body as `httpResponse.data` (it maps both QUOTA_EXCEEDED and
+ * RESOURCE_EXHAUSTED to `messaging/message-rate-exceeded`, so its own code cannot tell them apart).
+ */
+function readErrorBody(data: unknown): BodyFields {
   if (typeof data !== 'object' || data === null) return {};
   const error = (data as { error?: unknown }).error;
   if (typeof error !== 'object' || error === null) return {};
   const { status, message, details } = error as { status?: unknown; message?: unknown; details?: unknown };
-  const out: Pick<FcmFailure, 'fcmErrorCode' | 'status' | 'message'> = {};
+  const out: BodyFields = {};
   if (typeof status === 'string') out.status = status;
   if (typeof message === 'string') out.message = message;
   if (Array.isArray(details)) {
     for (const detail of details) {
       if (typeof detail !== 'object' || detail === null) continue;
-      const { '@type': type, errorCode } = detail as Record<string, unknown>;
+      const { '@type': type, errorCode, violations } = detail as Record<string, unknown>;
       if (type === FCM_ERROR_TYPE && typeof errorCode === 'string') out.fcmErrorCode = errorCode;
+      if (type === QUOTA_FAILURE_TYPE && Array.isArray(violations) && violations.some(isDeviceQuotaViolation))
+        out.quotaScope = 'device';
     }
   }
   return out;
 }
 
 export const FCM_ERROR_TYPE = 'type.googleapis.com/google.firebase.fcm.v1.FcmError';
+export const QUOTA_FAILURE_TYPE = 'type.googleapis.com/google.rpc.QuotaFailure';
+
+/**
+ * A QuotaFailure violation about one device's message rate. FCM's ErrorCode reference names three
+ * causes of QUOTA_EXCEEDED (the message rate, a device's message rate, a topic's message rate) and says
+ * the QuotaFailure detail tells which; it does not fix the violation's wording, so a violation whose
+ * subject or description speaks of a device (or "per device") counts. Anything else stays project-wide.
+ */
+export function isDeviceQuotaViolation(violation: unknown): boolean {
+  if (typeof violation !== 'object' || violation === null) return false;
+  const { subject, description } = violation as { subject?: unknown; description?: unknown };
+  return [subject, description].some((text) => typeof text === 'string' && /\bdevice\b/i.test(text));
+}
 
 function findNetworkCode(cause: unknown): string | undefined {
   for (let depth = 0; depth < 4 && typeof cause === 'object' && cause !== null; depth += 1) {

@@ -18,16 +18,41 @@ export const EVENT_ID_DATA_KEY = 'aqueduct_id';
  * Exactly one outcome per push.
  * - `delivered`: the provider accepted it (with its message id);
  * - `retry`: transient (5xx, timeout, connection reset, 429); `retryAfterMs` when the server said;
+ *   `throttled` for a 429, with its `scope` (see {@link ThrottleScope});
  * - `invalid-token`: the device token is dead (FCM UNREGISTERED/404, APNs 410 / 400 BadDeviceToken);
  * - `rejected`: a permanent error in the notification itself (payload too large, bad field).
  */
 export type PushOutcome =
   | { kind: 'delivered'; messageId: string; httpStatus: number }
-  | { kind: 'retry'; reason: string; httpStatus?: number; retryAfterMs?: number; throttled: boolean }
+  | {
+      kind: 'retry';
+      reason: string;
+      httpStatus?: number;
+      retryAfterMs?: number;
+      throttled: boolean;
+      /** What a throttle is about; set when `throttled` (absent: `fleet`). */
+      scope?: ThrottleScope;
+    }
   | { kind: 'invalid-token'; reason: string; httpStatus?: number }
   | { kind: 'rejected'; reason: string; httpStatus?: number };
 
 export type OutcomeKind = PushOutcome['kind'];
+
+/**
+ * What a provider's 429 limits (docs/providers.md, "How answers are classified"):
+ * - `fleet`: the sender's rate as a whole (FCM's project quota, or overload): every consumer stops
+ *   sending to that provider until Retry-After;
+ * - `device`: the rate of pushes to one device (APNs TooManyRequests, FCM's device message rate): only
+ *   that device's events wait; the fleet keeps flowing;
+ * - `credentials`: not the send rate at all, but how often the provider token is refreshed (APNs
+ *   TooManyProviderTokenUpdates): the push is retried later, and the configuration is at fault.
+ */
+export type ThrottleScope = 'fleet' | 'device' | 'credentials';
+
+/** Whether an outcome is a throttle that stops the whole fleet (a 429 without a narrower scope). */
+export function blocksFleet(outcome: PushOutcome): boolean {
+  return outcome.kind === 'retry' && outcome.throttled && (outcome.scope ?? 'fleet') === 'fleet';
+}
 
 /** A push provider: sends a batch, answers one outcome per request, in the same order; never throws per push. */
 export interface PushProvider {

@@ -8,6 +8,8 @@ export interface PipelineTotals {
   rejected: number;
   retried: number;
   throttled: number;
+  /** Events held back for a device the provider throttled on its own (see DeviceBackoff). */
+  deviceDeferred: number;
   deadLettered: number;
   duplicatesSkipped: number;
   paused: number;
@@ -30,6 +32,7 @@ export class SummaryObserver implements PipelineObserver {
     rejected: 0,
     retried: 0,
     throttled: 0,
+    deviceDeferred: 0,
     deadLettered: 0,
     duplicatesSkipped: 0,
     paused: 0,
@@ -70,6 +73,10 @@ export class SummaryObserver implements PipelineObserver {
 
   deadLettered(): void {
     this.totals.deadLettered++;
+  }
+
+  deferred(): void {
+    this.totals.deviceDeferred++;
   }
 
   duplicateSkipped(): void {

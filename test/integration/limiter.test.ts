@@ -266,6 +266,33 @@ describe('block-until', () => {
     expect(providerOnly.granted).toBe(5);
     expect(providerOnly.blockedUntilMs).toBeNull();
   });
+
+  it('never blocks beyond maxBlockMs, and cuts back a block stored further out', async () => {
+    const bounded = new TokenBucketLimiter(redis.client, { keyPrefix: prefix, maxBlockMs: 2000 });
+    const spec: BucketSpec = { name: 'bounded-block', rate: 1000, capacity: 100 };
+    const nowMs = async () => Number((await redis.client.time())[0]) * 1000;
+    for (const huge of [99_999_999_000, 1e15, 2.5e14]) {
+      const before = await nowMs();
+      const until = await bounded.blockUntil([spec], huge);
+      // Redis' TIME in whole seconds here: allow the second it was read in.
+      expect(until).toBeLessThanOrEqual(before + 1000 + 2000 + 1);
+      expect(until).toBeGreaterThanOrEqual(before + 2000 - 1);
+      const blocked = await bounded.acquire([spec], 1);
+      expect(blocked.granted).toBe(0);
+      expect(blocked.waitMs).toBeLessThanOrEqual(2000 + 2);
+    }
+    // A deadline far out, as an unbounded version stored it: the next block cuts it back.
+    const key = bounded.keyOf(spec.name);
+    await redis.client.hset(key, 'blocked_until', '1000000000000000');
+    const before = await nowMs();
+    expect(await bounded.blockUntil([spec], 10)).toBeLessThanOrEqual(before + 1000 + 2000 + 1);
+    // And the default bound is a minute.
+    const until = await limiter.blockUntil(['default-bound'], 1e15);
+    expect(until).toBeLessThanOrEqual((await nowMs()) + 1000 + 60_000 + 1);
+    expect(() => new TokenBucketLimiter(redis.client, { keyPrefix: prefix, maxBlockMs: 2 ** 31 })).toThrow(
+      LimiterArgumentError,
+    );
+  });
 });
 
 describe('refund', () => {
@@ -294,7 +321,8 @@ describe('TTLs', () => {
     expect(await pttl('ttl-refund')).toBeGreaterThan(98_000);
     expect(await pttl('ttl-refund')).toBeLessThanOrEqual(100_000);
 
-    await limiter.blockUntil(['ttl-block'], 120_000); // a new key holding only the block
+    const long = new TokenBucketLimiter(redis.client, { keyPrefix: prefix, maxBlockMs: 180_000 });
+    await long.blockUntil(['ttl-block'], 120_000); // a new key holding only the block
     expect(await pttl('ttl-block')).toBeGreaterThan(120_000);
     await limiter.acquire([{ name: 'ttl-block', rate: 1000, capacity: 10 }], 1);
     expect(await pttl('ttl-block')).toBeGreaterThan(120_000);
@@ -398,8 +426,11 @@ describe('argument errors', () => {
     ['refund: ARGV count', 'refund', () => [1, key(), 1, 60, 1], 'buckets'],
     ['refund: n < 0', 'refund', () => [1, key(), -1, 60, 1, 1], 'n'],
     ['refund: capacity', 'refund', () => [1, key(), 1, 60, 1, 0], 'capacity'],
-    ['block: ARGV count', 'block', () => [1, key(), 5], 'buckets'],
-    ['block: retryAfterMs', 'block', () => [1, key(), 'NaN', 60], 'retryAfterMs'],
+    ['block: ARGV count', 'block', () => [1, key(), 5, 60], 'buckets'],
+    ['block: retryAfterMs', 'block', () => [1, key(), 'NaN', 60, 60_000], 'retryAfterMs'],
+    ['block: retryAfterMs < 0', 'block', () => [1, key(), -1, 60, 60_000], 'retryAfterMs'],
+    ['block: maxBlockMs NaN', 'block', () => [1, key(), 5, 60, 'nan'], 'maxBlockMs'],
+    ['block: maxBlockMs < 0', 'block', () => [1, key(), 5, 60, -1], 'maxBlockMs'],
   ];
   it.each(raw)(
     '%s: the script replies with an error mapped to LimiterArgumentError',

@@ -206,6 +206,8 @@ function rig({ tokens = 1000, answer, failingWrites = [], options = {} }: RigOpt
       maxHeaderBytes: 16 * 1024,
       maxAttempts: 3,
       retryBaseMs: 1000,
+      maxRetryDelayMs: 3_600_000,
+      maxFleetBlockMs: 60_000,
       maxPerStep: 2000,
       failOpen: false,
       ...options,
@@ -366,6 +368,96 @@ describe('BatchProcessor', () => {
     expect(r.outcomes.records).toMatchObject([{ kind: 'retry', attempt: 2 }]);
     const [record] = r.outcomes.records;
     expect(record?.kind === 'retry' && record.notBefore).toBeGreaterThanOrEqual(before + 2000);
+  });
+
+  it('never blocks the fleet longer than maxFleetBlockMs, nor delays a retry beyond maxRetryDelayMs', async () => {
+    const r = rig({
+      answer: () => ({
+        kind: 'retry',
+        reason: 'quota',
+        httpStatus: 429,
+        retryAfterMs: 1e12,
+        throttled: true,
+      }),
+      options: { maxFleetBlockMs: 3000, maxRetryDelayMs: 5000 },
+    });
+    const before = Date.now();
+    await r.processor.eachBatch(payloadOf(TOPIC, [message(0, event('e0'))]).payload);
+    expect(r.source.blocks).toHaveLength(1);
+    expect(r.source.blocks[0]?.retryAfterMs).toBeLessThanOrEqual(3000);
+    expect(r.pool.blockedUntilMs).toBeLessThanOrEqual(Date.now() + 3000);
+    const [record] = r.outcomes.records;
+    expect(record?.kind === 'retry' && record.notBefore).toBeGreaterThanOrEqual(before + 5000);
+    expect(record?.kind === 'retry' && record.notBefore).toBeLessThanOrEqual(Date.now() + 5000);
+  });
+
+  it('backs off only the device a device-scoped 429 names: no fleet block, the others delivered, its later events deferred without an attempt', async () => {
+    const hotToken = 'token-hot';
+    const hot = (id: string) => ({ ...event(id), token: hotToken });
+    const r = rig({
+      answer: (request) =>
+        request.event.token === hotToken
+          ? { kind: 'retry', reason: 'TooManyRequests', httpStatus: 429, throttled: true, scope: 'device' }
+          : { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 },
+      options: { maxAttempts: 5 },
+    });
+    const first = payloadOf(TOPIC, [
+      message(0, hot('h0')),
+      ...[1, 2, 3, 4, 5].map((i) => message(i, event(`o${i}`))),
+      message(6, hot('h6')),
+      ...[7, 8, 9].map((i) => message(i, event(`o${i}`))),
+    ]);
+    await r.processor.eachBatch(first.payload);
+    await r.processor.marksSettled();
+    expect(r.source.blocks).toEqual([]);
+    expect(r.pool.blockedUntilMs).toBe(0);
+    // Every other device's event was sent and delivered, after the 429s as before them.
+    for (const i of [1, 2, 3, 4, 5, 7, 8, 9]) expect(r.doneStore.marks.get(`o${i}`)).toBe('delivered');
+    // The hot device's events went out before anything was known of it: both retried, attempt 2.
+    expect(r.outcomes.records.map((record) => record.kind === 'retry' && record.attempt)).toEqual([2, 2]);
+    expect(first.calls.resolved.at(-1)).toBe('9');
+
+    // Later events for the hot device wait for its slot: deferred to the retry topic, no attempt spent,
+    // not sent; another device's event in the same batch goes out at once.
+    const before = Date.now();
+    const second = payloadOf(TOPIC, [
+      message(10, hot('h10')),
+      message(11, hot('h11')),
+      message(12, event('o12')),
+    ]);
+    await r.processor.eachBatch(second.payload);
+    expect(r.providers.fcm.sent.filter((id) => id.startsWith('h'))).toEqual(['h0', 'h6']);
+    expect(r.doneStore.marks.get('o12')).toBe('delivered');
+    const deferred = r.outcomes.records.slice(2);
+    expect(deferred).toHaveLength(2);
+    for (const record of deferred) {
+      expect(record).toMatchObject({ kind: 'retry', attempt: 1 });
+      // Not before the device's block (the first back-off, 1 s ±25 %) has passed.
+      expect(record.kind === 'retry' && record.notBefore).toBeGreaterThanOrEqual(before + 700);
+    }
+    const [a, b] = deferred.map((record) => (record.kind === 'retry' ? record.notBefore : 0));
+    expect((b ?? 0) - (a ?? 0)).toBeGreaterThanOrEqual(250); // one slot apart
+    expect(second.calls.resolved.at(-1)).toBe('12');
+    expect(r.source.blocks).toEqual([]);
+  });
+
+  it('retries a push refused for provider-token updates later, without blocking the fleet', async () => {
+    const r = rig({
+      answer: () => ({
+        kind: 'retry',
+        reason: 'TooManyProviderTokenUpdates',
+        httpStatus: 429,
+        throttled: true,
+        scope: 'credentials',
+      }),
+    });
+    await r.processor.eachBatch(payloadOf(TOPIC, [message(0, event('e0')), message(1, event('e1'))]).payload);
+    expect(r.source.blocks).toEqual([]);
+    expect(r.providers.fcm.sent).toEqual(['e0', 'e1']);
+    expect(r.outcomes.records).toMatchObject([
+      { kind: 'retry', attempt: 2 },
+      { kind: 'retry', attempt: 2 },
+    ]);
   });
 
   it('after a failed step pauses for a back-off and resolves nothing past the first unfinished offset', async () => {

@@ -20,12 +20,13 @@ const rejected = (reason: string, httpStatus: number): PushOutcome => ({
 const retry = (
   reason: string,
   httpStatus: number,
-  extra: { throttled?: boolean; retryAfterMs?: number } = {},
+  extra: { throttled?: boolean; scope?: 'fleet' | 'device' | 'credentials'; retryAfterMs?: number } = {},
 ): PushOutcome => ({
   kind: 'retry',
   reason,
   httpStatus,
   throttled: extra.throttled === true,
+  ...(extra.scope === undefined ? {} : { scope: extra.scope }),
   ...(extra.retryAfterMs === undefined ? {} : { retryAfterMs: extra.retryAfterMs }),
 });
 
@@ -63,14 +64,25 @@ const table: Array<[ApnsFailure, PushOutcome]> = [
   [{ status: 413, reason: 'PayloadTooLarge' }, rejected('PayloadTooLarge', 413)],
   [
     { status: 429, reason: 'TooManyProviderTokenUpdates' },
-    retry('TooManyProviderTokenUpdates', 429, { throttled: true }),
+    // The provider token refreshed too often: a credentials problem, not the send rate.
+    retry('TooManyProviderTokenUpdates', 429, { throttled: true, scope: 'credentials' }),
   ],
-  [{ status: 429, reason: 'TooManyRequests' }, retry('TooManyRequests', 429, { throttled: true })],
+  // Too many requests to the same device token: that device only.
+  [
+    { status: 429, reason: 'TooManyRequests' },
+    retry('TooManyRequests', 429, { throttled: true, scope: 'device' }),
+  ],
   [
     { status: 429, reason: 'TooManyRequests', retryAfter: '9' },
-    retry('TooManyRequests', 429, { throttled: true, retryAfterMs: 9000 }),
+    retry('TooManyRequests', 429, { throttled: true, scope: 'device', retryAfterMs: 9000 }),
   ],
-  [{ status: 429 }, retry('HTTP 429', 429, { throttled: true })],
+  [
+    { status: 429, reason: 'TooManyRequests', retryAfter: '99999999' },
+    retry('TooManyRequests', 429, { throttled: true, scope: 'device', retryAfterMs: 2_147_483_647 }),
+  ],
+  // A 429 Apple does not document: assumed to be about the sender as a whole.
+  [{ status: 429 }, retry('HTTP 429', 429, { throttled: true, scope: 'fleet' })],
+  [{ status: 429, reason: 'SomethingNew' }, retry('SomethingNew', 429, { throttled: true, scope: 'fleet' })],
   [{ status: 500, reason: 'InternalServerError' }, retry('InternalServerError', 500)],
   [
     { status: 503, reason: 'ServiceUnavailable', retryAfter: '2' },
@@ -126,7 +138,7 @@ describe('APNs classification', () => {
   it('takes the status the http2 channel saw when node-apn lost it (an answer on a session it is closing)', () => {
     const failed = { device: 't', error: new Error('client session is either closed or destroyed') };
     expect(classifyApnsFailure(describeApnsFailure(failed, { status: 429, retryAfter: '2' }), NOW)).toEqual(
-      retry('HTTP 429', 429, { throttled: true, retryAfterMs: 2000 }),
+      retry('HTTP 429', 429, { throttled: true, scope: 'fleet', retryAfterMs: 2000 }),
     );
     expect(describeApnsFailure(failed, { status: 500 })).toEqual({
       status: 500,

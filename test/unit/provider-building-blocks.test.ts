@@ -12,6 +12,7 @@ import {
 import { parseRetryAfterMs } from '../../src/providers/retry-after.ts';
 import { EVENT_ID_DATA_KEY } from '../../src/providers/types.ts';
 import { providersOptions } from '../../src/settings-options.ts';
+import { MAX_TIMER_MS, timerDelayMs } from '../../src/timer-delay.ts';
 import { apnsFromSettings, fcmFromSettings, pushRequest, tempFiles } from '../helpers/provider-fixtures.ts';
 
 describe('event → push mapping', () => {
@@ -64,8 +65,44 @@ describe('Retry-After', () => {
     ['', undefined],
     [undefined, undefined],
     ['-5', undefined],
+    ['-0.5', undefined],
+    ['0.0004', 0],
+    ['1e3', undefined],
+    ['12abc', undefined],
+    ['NaN', undefined],
+    ['Infinity', undefined],
+    [-3, undefined],
+    [Number.NaN, undefined],
+    [2.25, 2250],
   ])('%j → %j ms', (value, expected) => {
     expect(parseRetryAfterMs(value, Date.parse('2025-01-01T00:00:00Z'))).toBe(expected);
+  });
+
+  it.each([
+    ['99999999', MAX_TIMER_MS],
+    ['9'.repeat(400), MAX_TIMER_MS],
+    ['Fri, 31 Dec 9999 23:59:59 GMT', MAX_TIMER_MS],
+    [1e15, MAX_TIMER_MS],
+    [Number.POSITIVE_INFINITY, undefined],
+  ])('%j is clamped to what a Node timer can wait: %j ms', (value, expected) => {
+    expect(parseRetryAfterMs(value, Date.parse('2025-01-01T00:00:00Z'))).toBe(expected);
+  });
+
+  it("clamps to the caller's own limit, and never below 0", () => {
+    const now = Date.parse('2025-01-01T00:00:00Z');
+    expect(parseRetryAfterMs('120', now, 60_000)).toBe(60_000);
+    expect(parseRetryAfterMs('Wed, 01 Jan 2025 01:00:00 GMT', now, 60_000)).toBe(60_000);
+    expect(parseRetryAfterMs('30', now, 60_000)).toBe(30_000);
+    expect(parseRetryAfterMs('Tue, 31 Dec 2024 23:00:00 GMT', now, 60_000)).toBe(0);
+    expect(parseRetryAfterMs('30', now, -5)).toBe(0);
+  });
+
+  it('timerDelayMs never hands setTimeout more than 2^31 - 1 ms, nor a negative or NaN delay', () => {
+    expect(timerDelayMs(1e15)).toBe(MAX_TIMER_MS);
+    expect(timerDelayMs(Number.POSITIVE_INFINITY)).toBe(MAX_TIMER_MS);
+    expect(timerDelayMs(-1)).toBe(0);
+    expect(timerDelayMs(Number.NaN)).toBe(0);
+    expect(timerDelayMs(1500.5)).toBe(1500.5);
   });
 });
 

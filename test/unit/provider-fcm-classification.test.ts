@@ -49,17 +49,54 @@ const table: Array<[string, FcmFailure, PushOutcome]> = [
   [
     '429 QUOTA_EXCEEDED with Retry-After',
     { httpStatus: 429, status: 'RESOURCE_EXHAUSTED', fcmErrorCode: 'QUOTA_EXCEEDED', retryAfter: '7' },
-    { kind: 'retry', reason: 'QUOTA_EXCEEDED', throttled: true, httpStatus: 429, retryAfterMs: 7000 },
+    {
+      kind: 'retry',
+      reason: 'QUOTA_EXCEEDED',
+      throttled: true,
+      scope: 'fleet',
+      httpStatus: 429,
+      retryAfterMs: 7000,
+    },
   ],
   [
     '429 RESOURCE_EXHAUSTED with an HTTP-date Retry-After',
     { httpStatus: 429, status: 'RESOURCE_EXHAUSTED', retryAfter: new Date(NOW + 30_000).toUTCString() },
-    { kind: 'retry', reason: 'RESOURCE_EXHAUSTED', throttled: true, httpStatus: 429, retryAfterMs: 30_000 },
+    {
+      kind: 'retry',
+      reason: 'RESOURCE_EXHAUSTED',
+      throttled: true,
+      scope: 'fleet',
+      httpStatus: 429,
+      retryAfterMs: 30_000,
+    },
+  ],
+  [
+    '429 QUOTA_EXCEEDED for one device (its QuotaFailure says so): that device only',
+    { httpStatus: 429, status: 'RESOURCE_EXHAUSTED', fcmErrorCode: 'QUOTA_EXCEEDED', quotaScope: 'device' },
+    {
+      kind: 'retry',
+      reason: 'QUOTA_EXCEEDED: device message rate',
+      throttled: true,
+      scope: 'device',
+      httpStatus: 429,
+    },
+  ],
+  [
+    "429 RESOURCE_EXHAUSTED with an absurd Retry-After (clamped to a timer's limit)",
+    { httpStatus: 429, status: 'RESOURCE_EXHAUSTED', retryAfter: 'Fri, 31 Dec 9999 23:59:59 GMT' },
+    {
+      kind: 'retry',
+      reason: 'RESOURCE_EXHAUSTED',
+      throttled: true,
+      scope: 'fleet',
+      httpStatus: 429,
+      retryAfterMs: 2_147_483_647,
+    },
   ],
   [
     '429 without Retry-After',
     { httpStatus: 429, status: 'RESOURCE_EXHAUSTED', fcmErrorCode: 'QUOTA_EXCEEDED' },
-    { kind: 'retry', reason: 'QUOTA_EXCEEDED', throttled: true, httpStatus: 429 },
+    { kind: 'retry', reason: 'QUOTA_EXCEEDED', throttled: true, scope: 'fleet', httpStatus: 429 },
   ],
   [
     '503 UNAVAILABLE with Retry-After',
@@ -109,7 +146,14 @@ const table: Array<[string, FcmFailure, PushOutcome]> = [
   [
     'non-JSON 429',
     { httpStatus: 429, retryAfter: '2' },
-    { kind: 'retry', reason: 'HTTP 429', throttled: true, httpStatus: 429, retryAfterMs: 2000 },
+    {
+      kind: 'retry',
+      reason: 'HTTP 429',
+      throttled: true,
+      scope: 'fleet',
+      httpStatus: 429,
+      retryAfterMs: 2000,
+    },
   ],
   [
     'non-JSON 404 (a proxy, not FCM)',
@@ -193,6 +237,57 @@ describe('FCM classification', () => {
       fcmErrorCode: 'QUOTA_EXCEEDED',
       message: 'Quota exceeded',
     });
+  });
+
+  it('reads a device message rate off the QuotaFailure detail; the project quota and overload stay project-wide', () => {
+    const answer = (details: unknown[]) =>
+      Object.assign(new Error('Quota exceeded'), {
+        code: 'messaging/message-rate-exceeded',
+        httpResponse: {
+          status: 429,
+          headers: {},
+          data: { error: { code: 429, message: 'Quota exceeded', status: 'RESOURCE_EXHAUSTED', details } },
+        },
+      });
+    const fcmError = {
+      '@type': 'type.googleapis.com/google.firebase.fcm.v1.FcmError',
+      errorCode: 'QUOTA_EXCEEDED',
+    };
+    const quota = (violation: Record<string, string>) => ({
+      '@type': 'type.googleapis.com/google.rpc.QuotaFailure',
+      violations: [violation],
+    });
+    const device = describeFcmError(
+      answer([fcmError, quota({ subject: 'device', description: 'Device message rate exceeded.' })]),
+    );
+    expect(device.quotaScope).toBe('device');
+    expect(classifyFcmFailure(device, NOW)).toMatchObject({ throttled: true, scope: 'device' });
+    expect(
+      describeFcmError(answer([fcmError, quota({ subject: 'message.token', description: 'per device' })]))
+        .quotaScope,
+    ).toBe('device');
+    // The project's per-minute quota, as Google's quota system words it: project-wide.
+    const project = describeFcmError(
+      answer([
+        fcmError,
+        quota({ subject: 'project_number:123', description: 'Send requests per minute per project' }),
+        {
+          '@type': 'type.googleapis.com/google.rpc.ErrorInfo',
+          reason: 'RATE_LIMIT_EXCEEDED',
+          metadata: { quota_limit: 'SendsPerMinutePerProject' },
+        },
+      ]),
+    );
+    expect(project.quotaScope).toBeUndefined();
+    expect(classifyFcmFailure(project, NOW)).toMatchObject({ throttled: true, scope: 'fleet' });
+    // A "device" elsewhere than in a QuotaFailure (the message, an unrelated detail) proves nothing.
+    const elsewhere = describeFcmError(
+      answer([fcmError, { '@type': 'type.googleapis.com/google.rpc.Help', description: 'device' }]),
+    );
+    expect(elsewhere.quotaScope).toBeUndefined();
+    expect(
+      describeFcmError(answer([fcmError, quota({ subject: 'devices-ish' })])).quotaScope,
+    ).toBeUndefined();
   });
 
   it('finds the socket error code under a network failure', () => {
