@@ -29,7 +29,8 @@ export interface ApnsSimulator extends RunningSimulator {
 /**
  * Starts an APNs simulator: `POST /3/device/{token}` over HTTP/2 + TLS, answering like APNs: `:status`,
  * an `apns-id` header and, for errors, `{"reason": …}` (410 adds `timestamp`). It enforces its own token
- * bucket (429 TooManyRequests with Retry-After), injects faults on demand, validates requests (4096-byte
+ * bucket (429 TooManyRequests with Retry-After) and, with `deviceRate`, a bucket per device token (429
+ * TooManyRequests, without Retry-After, as Apple answers too many requests to one device), injects faults on demand, validates requests (4096-byte
  * payload → 413 PayloadTooLarge, topic, priority, expiration, collapse id, push type, apns-id) and
  * records every accepted notification. Provider tokens must be structurally valid ES256 JWTs; with
  * `verifyAuth`, signed by `authKeyPem` and younger than an hour.
@@ -77,10 +78,15 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
         core.stats.authFailures += 1;
         return respond(stream, 403, apnsId, reasonBody(authProblem));
       }
-      const admission = core.admit();
+      const token = path.slice('/3/device/'.length).split('?')[0] ?? '';
+      const admission = core.admit(token);
       switch (admission.kind) {
         case 'throttle':
           return respond(stream, 429, apnsId, TOO_MANY_REQUESTS, String(admission.retryAfterSeconds));
+        case 'device-throttle':
+          // Apple's answer to too many requests for one device token: 429 TooManyRequests. Apple
+          // documents no Retry-After for it, so none is sent.
+          return respond(stream, 429, apnsId, TOO_MANY_REQUESTS);
         case 'drop':
           // One request's worth of failure: its stream is reset. (Dropping the whole HTTP/2 connection
           // would fail every request in flight on it, and the share would not mean what it says.)
@@ -91,7 +97,6 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
         case 'error503':
           return later(core, () => respond(stream, 503, apnsId, SERVICE_UNAVAILABLE));
       }
-      const token = path.slice('/3/device/'.length).split('?')[0] ?? '';
       const checked = validatePush(token, requested, headers, body, size);
       if (!checked.ok) {
         core.stats.rejected += 1;
@@ -155,6 +160,7 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
     stats: () => ({ ...core.stats }),
     records: () => core.records(),
     admissions: () => core.admissions(),
+    throttles: () => core.throttles(),
     faults: () => core.faults,
     setFaults: (update) => core.setFaults(update),
     reset: (limits) => core.reset(limits),

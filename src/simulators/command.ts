@@ -14,6 +14,8 @@ interface CommonFlags {
   port: number;
   rate: number;
   burst: number;
+  deviceRate?: number;
+  deviceBurst?: number;
   certDir?: string;
   certHost?: string[];
   deadPrefix: string;
@@ -57,6 +59,7 @@ export function registerSimulateCommand(program: Command): void {
       'with --verify-auth, the bearer token to accept (default: the one Aqueduct sends)',
     )
     .action(async (flags: FcmFlags) => {
+      checkDeviceFlags(flags);
       await run('fcm', flags, () =>
         startFcmSimulator({
           ...simulatorOptions(flags),
@@ -83,6 +86,7 @@ export function registerSimulateCommand(program: Command): void {
     .option('--key-id <id>', 'with --verify-auth, the key id tokens must name')
     .option('--team-id <id>', 'with --verify-auth, the team id tokens must name')
     .action(async (flags: ApnsFlags) => {
+      checkDeviceFlags(flags);
       if (flags.verifyAuth && !flags.authKey) {
         throw new SetupError('--verify-auth needs the key to verify with', 'pass --auth-key <file.p8>');
       }
@@ -109,6 +113,12 @@ function commonOptions(command: Command, defaultPort: number): Command {
       DEFAULT_RATE,
     )
     .option('--burst <n>', 'requests it allows at once (bucket size)', parsePositive, DEFAULT_BURST)
+    .option(
+      '--device-rate <n>',
+      "pushes per second it allows to any one device token; beyond it, the provider's per-device 429 (default: no per-device limit)",
+      parsePositive,
+    )
+    .option('--device-burst <n>', 'pushes one device takes at once (default: --device-rate)', parsePositive)
     .option(
       '--cert-dir <dir>',
       'write the self-signed certificate here (fcm.pem / apns.pem); default: a temp dir',
@@ -152,6 +162,8 @@ function simulatorOptions(flags: CommonFlags): SimulatorOptions {
     port: flags.port,
     rate: flags.rate,
     burst: flags.burst,
+    ...(flags.deviceRate !== undefined ? { deviceRate: flags.deviceRate } : {}),
+    ...(flags.deviceBurst !== undefined ? { deviceBurst: flags.deviceBurst } : {}),
     faults,
     ...(flags.certHost ? { certHosts: flags.certHost } : {}),
     ...(flags.seed !== undefined ? { seed: flags.seed } : {}),
@@ -188,6 +200,9 @@ async function run(
   const faults = simulator.faults();
   console.error(
     `${kind} simulator listening on ${simulator.url} (bound to ${flags.host}) · rate ${flags.rate}/s, burst ${flags.burst}` +
+      (flags.deviceRate === undefined
+        ? ''
+        : ` · per device ${flags.deviceRate}/s, burst ${flags.deviceBurst ?? Math.max(1, flags.deviceRate)}`) +
       ` · dead tokens: ${faults.deadTokenPrefix || '(none)'}* · auth: ${flags.verifyAuth ? 'verified' : 'any well-formed'}`,
   );
   console.error(`certificate (self-signed, trust it as the CA): ${caFile}`);
@@ -217,6 +232,12 @@ async function run(
   console.error(`${kind} simulator stopping: ${JSON.stringify(final)}`);
   await simulator.close();
   if (ownDir) rmSync(certDir, { recursive: true, force: true });
+}
+
+function checkDeviceFlags(flags: CommonFlags): void {
+  if (flags.deviceBurst !== undefined && flags.deviceRate === undefined) {
+    throw new SetupError('--device-burst needs --device-rate', 'pass --device-rate <n> too');
+  }
 }
 
 function readKey(file: string): string {

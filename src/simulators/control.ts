@@ -1,8 +1,10 @@
 import type { SimulatorCore } from './core.ts';
+import type { SimulatorLimits } from './simulator.ts';
 
 /**
  * The control API both simulators serve next to /stats: `GET /stats`, `POST /faults` (a JSON subset
- * of {@link SimulatorFaults}), `POST /reset` (optional `{ rate, burst }`). Returns undefined for other paths.
+ * of {@link SimulatorFaults}), `POST /reset` (optional `{ rate, burst, deviceRate, deviceBurst }`;
+ * `deviceRate: null` removes the per-device limit). Returns undefined for other paths.
  */
 export function handleControl(
   core: SimulatorCore,
@@ -17,7 +19,7 @@ export function handleControl(
     if (route === '/faults' && method === 'POST')
       return { status: 200, json: core.setFaults(parseObject(body)) };
     if (route === '/reset' && method === 'POST') {
-      const limits = parseObject(body) as { rate?: number; burst?: number };
+      const limits = parseObject(body) as SimulatorLimits;
       core.reset(limits);
       return { status: 200, json: core.snapshot(kind) };
     }

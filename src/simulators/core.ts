@@ -1,6 +1,6 @@
 import { defaultFaults, mergeFaults, type SimulatorFaults } from './faults.ts';
-import { DEFAULT_BURST, DEFAULT_RATE, type SimulatorOptions } from './simulator.ts';
-import { type AcceptedRecord, emptyStats, type SimulatorStats } from './stats.ts';
+import { DEFAULT_BURST, DEFAULT_RATE, type SimulatorLimits, type SimulatorOptions } from './simulator.ts';
+import { type AcceptedRecord, emptyStats, type SimulatorStats, type ThrottleRecord } from './stats.ts';
 import { TokenBucket } from './token-bucket.ts';
 
 /**
@@ -12,6 +12,7 @@ import { TokenBucket } from './token-bucket.ts';
 /** What the request path decides before validation: throttle, inject a fault, or go on. */
 export type Admission =
   | { kind: 'throttle'; retryAfterSeconds: number }
+  | { kind: 'device-throttle' }
   | { kind: 'drop' }
   | { kind: 'error500' }
   | { kind: 'error503' }
@@ -22,6 +23,10 @@ export class SimulatorCore {
   readonly stats: SimulatorStats = emptyStats();
   readonly keepPayloads: boolean;
   private bucket: TokenBucket;
+  /** The per-device limit, when there is one; a bucket per device token seen (idle ones dropped). */
+  private deviceLimit: { rate: number; burst: number } | undefined;
+  private deviceBuckets = new Map<string, TokenBucket>();
+  private throttleRecords: ThrottleRecord[] = [];
   private currentFaults: SimulatorFaults;
   private random: () => number;
   private readonly eventIds = new Set<string>();
@@ -39,6 +44,7 @@ export class SimulatorCore {
       options.burst ?? DEFAULT_BURST,
       performance.now(),
     );
+    this.deviceLimit = deviceLimitOf(options.deviceRate, options.deviceBurst);
     this.currentFaults = mergeFaults(defaultFaults(), options.faults ?? {});
     this.random = seededRandom(options.seed ?? Math.floor(Math.random() * 2 ** 32));
     this.keepPayloads = options.keepPayloads === true;
@@ -62,20 +68,36 @@ export class SimulatorCore {
     return Date.now();
   }
 
-  /** Counts the request and decides, in this order: storm, bucket, dropped connection, 500, 503. */
-  admit(): Admission {
+  /**
+   * Counts the request and decides, in this order: storm, the device's bucket (when there is a
+   * per-device limit and the request names a device token), the provider's bucket, dropped connection,
+   * 500, 503. A request the provider's bucket refuses gives its device token back: a 429 counts against
+   * nothing.
+   */
+  admit(deviceToken?: string): Admission {
     this.stats.requests += 1;
     const faults = this.currentFaults;
+    const arrivedAt = this.now();
     if (faults.storm) {
       this.stats.throttled += 1;
+      this.throttleRecords.push({ atMs: arrivedAt, scope: 'provider' });
       return { kind: 'throttle', retryAfterSeconds: faults.storm.retryAfterSeconds };
     }
-    const wait = this.bucket.take(performance.now());
+    const now = performance.now();
+    const device = deviceToken === undefined ? undefined : this.deviceBucket(deviceToken, now);
+    if (device && device.take(now) > 0) {
+      this.stats.deviceThrottled += 1;
+      this.throttleRecords.push({ atMs: arrivedAt, scope: 'device' });
+      return { kind: 'device-throttle' };
+    }
+    const wait = this.bucket.take(now);
     if (wait > 0) {
+      device?.giveBack();
       this.stats.throttled += 1;
+      this.throttleRecords.push({ atMs: arrivedAt, scope: 'provider' });
       return { kind: 'throttle', retryAfterSeconds: wait };
     }
-    this.admittedAt.push(this.now());
+    this.admittedAt.push(arrivedAt);
     if (faults.drop > 0 || faults.error500 > 0 || faults.error503 > 0) {
       const roll = this.random();
       if (roll < faults.drop) {
@@ -132,6 +154,28 @@ export class SimulatorCore {
     return [...this.admittedAt];
   }
 
+  /** Every 429 so far, in order. */
+  throttles(): ThrottleRecord[] {
+    return this.throttleRecords.map((record) => ({ ...record }));
+  }
+
+  /** The bucket of one device token, made on first sight; full idle ones are dropped to keep memory flat. */
+  private deviceBucket(token: string, now: number): TokenBucket | undefined {
+    const limit = this.deviceLimit;
+    if (!limit) return undefined;
+    let bucket = this.deviceBuckets.get(token);
+    if (!bucket) {
+      if (this.deviceBuckets.size >= 100_000) {
+        for (const [key, idle] of this.deviceBuckets) {
+          if (idle.available(now) >= idle.burst) this.deviceBuckets.delete(key);
+        }
+      }
+      bucket = new TokenBucket(limit.rate, limit.burst, now);
+      this.deviceBuckets.set(token, bucket);
+    }
+    return bucket;
+  }
+
   records(): AcceptedRecord[] {
     return this.messageIds.map((messageId, i) => {
       const record: AcceptedRecord = {
@@ -144,8 +188,8 @@ export class SimulatorCore {
     });
   }
 
-  /** Forgets records and counts and refills the bucket, optionally with a new rate and burst. */
-  reset(limits: { rate?: number; burst?: number } = {}): void {
+  /** Forgets records and counts and refills the buckets, optionally with new limits. */
+  reset(limits: SimulatorLimits = {}): void {
     Object.assign(this.stats, emptyStats());
     this.eventIds.clear();
     this.messageIds = [];
@@ -153,6 +197,15 @@ export class SimulatorCore {
     this.arrivals = [];
     this.admittedAt = [];
     this.payloads = [];
+    this.throttleRecords = [];
+    this.deviceBuckets = new Map();
+    if (limits.deviceRate === null) this.deviceLimit = undefined;
+    else if (limits.deviceRate !== undefined || limits.deviceBurst !== undefined) {
+      this.deviceLimit = deviceLimitOf(
+        limits.deviceRate ?? this.deviceLimit?.rate,
+        limits.deviceBurst ?? (limits.deviceRate === undefined ? this.deviceLimit?.burst : undefined),
+      );
+    }
     this.bucket = new TokenBucket(
       limits.rate ?? this.bucket.rate,
       limits.burst ?? this.bucket.burst,
@@ -167,10 +220,26 @@ export class SimulatorCore {
       ...this.stats,
       rate: this.bucket.rate,
       burst: this.bucket.burst,
+      deviceRate: this.deviceLimit?.rate ?? null,
+      deviceBurst: this.deviceLimit?.burst ?? null,
       tokensAvailable: Math.floor(this.bucket.available(performance.now())),
       faults: this.currentFaults,
     };
   }
+}
+
+/** A per-device limit from its options (checked like the provider's bucket), or none. */
+function deviceLimitOf(
+  rate: number | undefined,
+  burst: number | undefined,
+): { rate: number; burst: number } | undefined {
+  if (rate === undefined) {
+    if (burst !== undefined) throw new RangeError('deviceBurst needs deviceRate');
+    return undefined;
+  }
+  const limit = { rate, burst: burst ?? Math.max(1, rate) };
+  new TokenBucket(limit.rate, limit.burst, 0); // throws a RangeError for a bad rate or burst
+  return limit;
 }
 
 /** Runs an answer now, or after the slow fault's delay when the dice say so. */

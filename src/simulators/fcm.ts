@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import http2, { type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
-import { FCM_ERROR_TYPE } from '../providers/fcm-classification.ts';
+import { FCM_ERROR_TYPE, QUOTA_FAILURE_TYPE } from '../providers/fcm-classification.ts';
 import { LOCAL_FCM_ACCESS_TOKEN } from '../providers/index.ts';
 import { EVENT_ID_DATA_KEY } from '../providers/types.ts';
 import { generateCertificate } from './certs.ts';
@@ -38,7 +38,8 @@ type Response = ServerResponse | Http2ServerResponse;
  * Starts an FCM HTTP v1 simulator: `POST /v1/projects/{project}/messages:send` over HTTPS (HTTP/1.1 and
  * HTTP/2), answering like FCM: `{ name: "projects/{project}/messages/{id}" }`, or Google's JSON error
  * with `error.status` and an FcmError `details[].errorCode`. It enforces its own token bucket (429
- * RESOURCE_EXHAUSTED / QUOTA_EXCEEDED with Retry-After), injects faults on demand, validates messages
+ * RESOURCE_EXHAUSTED / QUOTA_EXCEEDED with Retry-After) and, with `deviceRate`, a bucket per device
+ * token (429 RESOURCE_EXHAUSTED / QUOTA_EXCEEDED with a QuotaFailure naming the device message rate), injects faults on demand, validates messages
  * (4096-byte payload limit, one target, string data, reserved keys, Android options) and records every
  * accepted notification. GET /stats, POST /faults and POST /reset serve on the same port.
  */
@@ -76,10 +77,17 @@ export async function startFcmSimulator(options: FcmSimulatorOptions = {}): Prom
         core.stats.authFailures += 1;
         return send(res, 401, auth);
       }
-      const admission = core.admit();
+      // Parsed before admission only for the device token the per-device limit needs; the order of the
+      // answers stays: throttles first, then the project, then the message's own faults.
+      const checked = tooLarge
+        ? { ok: false as const, message: 'Request payload size exceeds the limit' }
+        : validate(body);
+      const admission = core.admit(checked.ok ? checked.token : undefined);
       switch (admission.kind) {
         case 'throttle':
           return send(res, 429, THROTTLED, { 'retry-after': String(admission.retryAfterSeconds) });
+        case 'device-throttle':
+          return send(res, 429, DEVICE_THROTTLED);
         case 'drop':
           return dropConnection(req);
         case 'error500':
@@ -91,9 +99,6 @@ export async function startFcmSimulator(options: FcmSimulatorOptions = {}): Prom
         core.stats.authFailures += 1;
         return send(res, 403, PERMISSION_DENIED);
       }
-      const checked = tooLarge
-        ? { ok: false as const, message: 'Request payload size exceeds the limit' }
-        : validate(body);
       if (!checked.ok) {
         core.stats.rejected += 1;
         return later(core, () =>
@@ -148,6 +153,7 @@ export async function startFcmSimulator(options: FcmSimulatorOptions = {}): Prom
     stats: () => ({ ...core.stats }),
     records: () => core.records(),
     admissions: () => core.admissions(),
+    throttles: () => core.throttles(),
     tlsConnections: () => tlsConnections,
     faults: () => core.faults,
     setFaults: (update) => core.setFaults(update),
@@ -238,10 +244,16 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** Google's error body; FCM adds an FcmError detail naming its own code. */
-function fcmError(code: number, status: string, message: string, errorCode?: string): string {
+/** Google's error body; FCM adds an FcmError detail naming its own code, and any further details. */
+function fcmError(
+  code: number,
+  status: string,
+  message: string,
+  errorCode?: string,
+  more: unknown[] = [],
+): string {
   const details = errorCode === undefined ? [] : [{ '@type': FCM_ERROR_TYPE, errorCode }];
-  return JSON.stringify({ error: { code, message, status, details } });
+  return JSON.stringify({ error: { code, message, status, details: [...details, ...more] } });
 }
 
 // The bodies that do not depend on the request, built once.
@@ -250,6 +262,29 @@ const THROTTLED = fcmError(
   'RESOURCE_EXHAUSTED',
   'Quota exceeded for sending messages (simulated).',
   'QUOTA_EXCEEDED',
+);
+/**
+ * Too many messages to one device: FCM's ErrorCode reference gives the device message rate as one cause
+ * of 429 QUOTA_EXCEEDED and says a google.rpc.QuotaFailure detail specifies which quota was exceeded.
+ * Google fixes no wording for the violation; this one names the device's message rate in both fields
+ * (without the token).
+ */
+const DEVICE_THROTTLED = fcmError(
+  429,
+  'RESOURCE_EXHAUSTED',
+  'Device message rate exceeded.',
+  'QUOTA_EXCEEDED',
+  [
+    {
+      '@type': QUOTA_FAILURE_TYPE,
+      violations: [
+        {
+          subject: 'device',
+          description: 'Device message rate exceeded: the rate of messages to this device is too high.',
+        },
+      ],
+    },
+  ],
 );
 const INTERNAL = fcmError(500, 'INTERNAL', 'Internal error encountered.', 'INTERNAL');
 const UNAVAILABLE = fcmError(503, 'UNAVAILABLE', 'The service is currently unavailable.', 'UNAVAILABLE');

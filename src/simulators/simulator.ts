@@ -1,5 +1,13 @@
 import type { SimulatorFaults } from './faults.ts';
-import type { AcceptedRecord, SimulatorStats } from './stats.ts';
+import type { AcceptedRecord, SimulatorStats, ThrottleRecord } from './stats.ts';
+
+/** The limits a simulator enforces; `deviceRate: null` removes the per-device limit. */
+export interface SimulatorLimits {
+  rate?: number;
+  burst?: number;
+  deviceRate?: number | null;
+  deviceBurst?: number;
+}
 
 /**
  * What every simulator takes and what a running one offers: the FCM and APNs simulators differ in their
@@ -16,6 +24,15 @@ export interface SimulatorOptions {
   rate?: number;
   /** Requests it allows at once after a quiet spell (bucket size). Default 2000. */
   burst?: number;
+  /**
+   * Sustained pushes per second it allows to any one device token (a bucket per device). Beyond it the
+   * device's pushes are refused as the real provider refuses them: APNs 429 TooManyRequests, FCM 429
+   * RESOURCE_EXHAUSTED / QUOTA_EXCEEDED with a QuotaFailure naming the device's message rate. Default:
+   * no per-device limit.
+   */
+  deviceRate?: number;
+  /** Pushes one device takes at once (its bucket's size). Default: `deviceRate` (at least 1). */
+  deviceBurst?: number;
   /** Faults to inject from the start; `setFaults` changes them at run time. */
   faults?: Partial<SimulatorFaults>;
   /** Check credentials instead of accepting any well-formed one. */
@@ -48,12 +65,14 @@ export interface RunningSimulator {
   records(): AcceptedRecord[];
   /** Arrival times (epoch ms) of every request that took a token from the bucket, accepted or not. */
   admissions(): number[];
+  /** Every 429 answered so far, in order: when, and whether the provider's or a device's limit said it. */
+  throttles(): ThrottleRecord[];
   /** The faults in force. */
   faults(): SimulatorFaults;
   /** Changes some faults (the others stay); returns the faults now in force. */
   setFaults(update: Partial<SimulatorFaults>): SimulatorFaults;
-  /** Forgets counts and records and refills the bucket (optionally with a new rate and burst). */
-  reset(limits?: { rate?: number; burst?: number }): void;
+  /** Forgets counts and records and refills the buckets (optionally with new limits). */
+  reset(limits?: SimulatorLimits): void;
   /** The environment that points Aqueduct here, given where the certificate was written. */
   env(caFile: string): Record<string, string>;
   close(): Promise<void>;

@@ -10,8 +10,10 @@ export interface SimulatorStats {
   distinctEventIds: number;
   /** Accepted notifications whose event id had been accepted before. */
   duplicates: number;
-  /** Answered 429 (bucket empty or storm). */
+  /** Answered 429 for the provider's own limit (bucket empty or storm). */
   throttled: number;
+  /** Answered 429 for one device's limit (`deviceRate`): APNs TooManyRequests, FCM's device message rate. */
+  deviceThrottled: number;
   /** Answered 500 or 503 (injected). */
   serverErrors: number;
   /** Dead or malformed device tokens (FCM 404/400, APNs 410/400). */
@@ -24,6 +26,12 @@ export interface SimulatorStats {
   dropped: number;
   /** Answers delayed by the slow fault. */
   slowed: number;
+}
+
+/** One 429 answer: when the request arrived, and which limit refused it. */
+export interface ThrottleRecord {
+  atMs: number;
+  scope: 'provider' | 'device';
 }
 
 /** One accepted notification. */
@@ -44,6 +52,7 @@ export const emptyStats = (): SimulatorStats => ({
   distinctEventIds: 0,
   duplicates: 0,
   throttled: 0,
+  deviceThrottled: 0,
   serverErrors: 0,
   invalidTokens: 0,
   rejected: 0,
@@ -60,6 +69,7 @@ export function summaryLine(kind: 'fcm' | 'apns', previous: SimulatorStats, curr
   return (
     `${kind}-sim ${time} accepted ${delta('accepted')}/s (total ${current.accepted}) · 429s ${delta('throttled')}` +
     ` · errors ${errors} (5xx ${delta('serverErrors')}, dropped ${delta('dropped')})` +
-    ` · invalid tokens ${delta('invalidTokens')} · rejected ${delta('rejected')} · duplicates ${current.duplicates}`
+    ` · invalid tokens ${delta('invalidTokens')} · rejected ${delta('rejected')} · duplicates ${current.duplicates}` +
+    ` · device 429s ${delta('deviceThrottled')}`
   );
 }

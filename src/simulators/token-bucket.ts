@@ -32,6 +32,11 @@ export class TokenBucket {
     return Math.max(1, Math.ceil((1 - this.tokens) / this.rate));
   }
 
+  /** Gives back a token taken for a request that was refused after all (never above the burst). */
+  giveBack(): void {
+    this.tokens = Math.min(this.burst, this.tokens + 1);
+  }
+
   /** Tokens available at `nowMs` (for /stats). */
   available(nowMs: number): number {
     const elapsed = Math.max(0, nowMs - this.lastMs);

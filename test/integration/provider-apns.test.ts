@@ -112,12 +112,37 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
         kind: 'retry',
         reason: 'TooManyRequests',
         throttled: true,
+        // Apple's TooManyRequests is about one device token, whoever sends it.
+        scope: 'device',
         httpStatus: 429,
         retryAfterMs: 7000,
       });
     }
     // node-apn would retry a 429 at once, three times; here each push is one request.
     expect(sim.stats()).toMatchObject({ requests: 2, throttled: 2 });
+  });
+
+  it("answers one device's pushes beyond its own limit with 429 TooManyRequests and no Retry-After, read as that device's throttle", async () => {
+    sim.reset({ deviceRate: 0.001, deviceBurst: 2 });
+    try {
+      const token = 'ab'.repeat(32);
+      const flood = Array.from({ length: 5 }, () => apnsPush({ token }));
+      const outcomes = await apns.send([...flood, apnsPush(), apnsPush()]);
+      expect(outcomes.filter((o) => o.kind === 'delivered')).toHaveLength(4);
+      for (const outcome of outcomes.filter((o) => o.kind !== 'delivered')) {
+        expect(outcome).toEqual({
+          kind: 'retry',
+          reason: 'TooManyRequests',
+          throttled: true,
+          scope: 'device',
+          httpStatus: 429,
+        });
+      }
+      expect(outcomes.slice(5).every((o) => o.kind === 'delivered')).toBe(true);
+      expect(sim.stats()).toMatchObject({ requests: 7, accepted: 4, deviceThrottled: 3, throttled: 0 });
+    } finally {
+      sim.reset({ deviceRate: null });
+    }
   });
 
   it('reports a dead token (410 Unregistered) and a malformed one (400 BadDeviceToken) as invalid-token', async () => {

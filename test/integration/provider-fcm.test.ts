@@ -110,10 +110,35 @@ describe('FCM provider (firebase-admin) against the FCM simulator', () => {
       kind: 'retry',
       reason: 'QUOTA_EXCEEDED',
       throttled: true,
+      scope: 'fleet',
       httpStatus: 429,
       retryAfterMs: 7000,
     });
     expect(sim.stats()).toMatchObject({ requests: 1, throttled: 1, accepted: 0 });
+  });
+
+  it("answers one device's pushes beyond its own limit as FCM does, which firebase-admin carries and Aqueduct reads as that device's throttle", async () => {
+    sim.reset({ deviceRate: 0.001, deviceBurst: 2 });
+    try {
+      const token = 'flooded-device:APA91b-0123456789';
+      const flood = Array.from({ length: 5 }, () => pushRequest({ token }));
+      const outcomes = await fcm.send([...flood, pushRequest(), pushRequest()]);
+      expect(outcomes.filter((o) => o.kind === 'delivered')).toHaveLength(4); // the burst of 2, and the others
+      for (const outcome of outcomes.filter((o) => o.kind !== 'delivered')) {
+        expect(outcome).toEqual({
+          kind: 'retry',
+          reason: 'QUOTA_EXCEEDED: device message rate',
+          throttled: true,
+          scope: 'device',
+          httpStatus: 429,
+        });
+      }
+      expect(outcomes.slice(5).every((o) => o.kind === 'delivered')).toBe(true);
+      expect(sim.stats()).toMatchObject({ requests: 7, accepted: 4, deviceThrottled: 3, throttled: 0 });
+      expect(sim.throttles().map((t) => t.scope)).toEqual(['device', 'device', 'device']);
+    } finally {
+      sim.reset({ deviceRate: null });
+    }
   });
 
   it('reports a dead token (404 UNREGISTERED) and a malformed one (400) as invalid-token', async () => {

@@ -61,6 +61,10 @@ describe('aqueduct simulate (command line)', () => {
       '800',
       '--burst',
       '2000',
+      '--device-rate',
+      '0.001',
+      '--device-burst',
+      '1',
       '--cert-dir',
       certDir,
       '--host',
@@ -73,7 +77,7 @@ describe('aqueduct simulate (command line)', () => {
       expect(Object.keys(env).sort()).toEqual(['FCM_CA_FILE', 'FCM_ENDPOINT', 'FCM_PROJECT_ID']);
       expect(env.FCM_CA_FILE).toBe(`${certDir}/fcm.pem`);
       expect(sim.err.join('\n')).toMatch(
-        /fcm simulator listening on https:\/\/127\.0\.0\.1:\d+ .*rate 800\/s, burst 2000/,
+        /fcm simulator listening on https:\/\/127\.0\.0\.1:\d+ .*rate 800\/s, burst 2000 · per device 0\.001\/s, burst 1/,
       );
 
       const providers = createProviders(providersOptions(loadConfig(env)));
@@ -84,12 +88,18 @@ describe('aqueduct simulate (command line)', () => {
           pushRequest({ token: 'dead-x' }),
         ]);
         expect(outcomes.map((o) => o.kind)).toEqual(['delivered', 'delivered', 'invalid-token']);
+        // --device-rate: a second push to the same device within its limit is refused for that device.
+        const again = await providers.fcm.send([pushRequest({ token: 'dead-x' })]);
+        expect(again).toMatchObject([{ kind: 'retry', throttled: true, scope: 'device' }]);
       } finally {
         await providers.fcm.close();
         await providers.apns.close();
       }
       await sim.until(() =>
         sim.err.some((line) => /^fcm-sim .*accepted \d+\/s \(total 2\) · 429s 0 · errors 0/.test(line)),
+      );
+      await sim.until(() =>
+        sim.err.some((line) => /^fcm-sim .*total 2\) · 429s 0 · .*· device 429s 1$/.test(line)),
       );
 
       sim.child.kill('SIGTERM');
