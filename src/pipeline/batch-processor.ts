@@ -11,7 +11,6 @@ import type { PipelineObserver } from './observer.ts';
 import type { Origin, OutcomeRecord, OutcomeWriter } from './outcome-writer.ts';
 import {
   type RetryPolicy,
-  retryDelayMs,
   type Settlement,
   settleAnswered,
   settleDeferred,
@@ -20,6 +19,14 @@ import {
 import { PartitionState } from './partition-state.ts';
 import { backoffDelayMs, PauseTimers } from './pause-timers.ts';
 import { type DoneMark, markDone, Sender } from './sender.ts';
+
+/**
+ * Most events for one device token sent in one step. A device the provider throttles on its own is
+ * known only from its first 429, so a step must not send a whole batch's worth to one device before
+ * that answer can come back (a flood's first wave would waste as many of the fleet's tokens); what is
+ * left waits for the next step, which starts as soon as this one is answered.
+ */
+const MAX_PER_DEVICE_PER_STEP = 8;
 
 /** Options of {@link BatchProcessor}. */
 export interface BatchProcessorOptions extends ItemLimits, RetryPolicy {
@@ -259,6 +266,7 @@ export class BatchProcessor {
       at: now,
     };
     const seenIds = new Set<string>();
+    const perDevice = new Map<string, number>();
     for (const item of open) {
       if (state.wasDoneEarlier(item) || this.deps.doneStore.isDoneLocally(item.dedupeKey)) {
         plan.duplicates.push(item);
@@ -275,12 +283,16 @@ export class BatchProcessor {
       const pool = this.deps.poolFor(event);
       const group = pool ? (plan.byPool.get(pool) ?? []) : plan.unmetered;
       if (group.length >= this.options.maxPerStep) continue;
+      const deviceKey = `${event.platform}:${event.token}`;
+      const sentToDevice = perDevice.get(deviceKey) ?? 0;
+      if (sentToDevice >= MAX_PER_DEVICE_PER_STEP) continue;
       // A device the provider throttled on its own waits for its slot; nothing else waits for it.
       const device = this.devices.decide(event, item.dedupeKey, now);
       if (!device.send) {
         plan.deferred.push({ item, event, notBefore: device.notBefore });
         continue;
       }
+      perDevice.set(deviceKey, sentToDevice + 1);
       group.push({ item, event });
       if (pool) plan.byPool.set(pool, group);
     }
@@ -299,18 +311,12 @@ export class BatchProcessor {
     const settlement = settleAnswered(answered, this.origin(state, item), this.options, now);
     if (outcome.kind === 'delivered') this.devices.delivered(event);
     else if (outcome.kind === 'retry' && outcome.scope === 'device') {
-      // The device waits as long as this event does (the provider's delay, else the back-off).
-      const delay =
-        settlement.record?.kind === 'retry'
-          ? settlement.record.notBefore - now
-          : retryDelayMs(
-              item.attempt,
-              outcome.retryAfterMs,
-              this.options.retryBaseMs,
-              Math.random,
-              this.options.maxRetryDelayMs,
-            );
-      this.devices.throttled(event, now, delay, decidedAt);
+      // The device waits for the provider's delay; this event also waits for its own back-off.
+      const retryAfter =
+        outcome.retryAfterMs === undefined
+          ? undefined
+          : Math.min(outcome.retryAfterMs, this.options.maxRetryDelayMs);
+      this.devices.throttled(event, now, retryAfter, decidedAt);
     }
     if (settlement.deadLettered) this.deps.observer.deadLettered?.(settlement.deadLettered, item);
     if (settlement.retried) this.deps.observer.retried?.(outcome, event);

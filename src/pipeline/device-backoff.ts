@@ -6,12 +6,15 @@ import type { NotificationEvent } from '../events/event.ts';
  * only that device waits. The providers do not publish a device's rate (FCM documents 240 a minute on
  * Android; Apple nothing), so it is learned per process from the answers:
  *
- * - a throttle blocks the device until the provider's delay has passed and doubles the spacing between
- *   its sends (sends decided before the throttle was known count once, not once each);
+ * - a throttle blocks the device for the provider's Retry-After when it gave one (APNs gives none), else
+ *   for one spacing, and widens the spacing between its sends by half (sends decided before the throttle was
+ *   known count once, not once each);
  * - every delivery to a paced device narrows the spacing by a tenth;
  * - an event for a paced device is sent when its time has come, or gets a reserved slot (`notBefore`),
- *   one spacing after the previous one, up to `horizonMs` ahead. Beyond that it is told to come back at
- *   the horizon, without a slot. Deferred events go to the retry topic without costing an attempt or a
+ *   one spacing after the previous one, up to `horizonMs` ahead. Beyond that it is told to come back
+ *   after its place in the device's queue (the events deferred without a slot and not back yet), half
+ *   a spacing per place: a long queue comes back in order, a little faster than the spacing in force
+ *   (the device may speed up meanwhile), and who comes back early takes a slot then. Deferred events go to the retry topic without costing an attempt or a
  *   token, so a flooded device spends the fleet's tokens only on what it is likely to accept.
  *
  * A throttle voids the slots given before it (their spacing was too tight). A device quiet for
@@ -26,7 +29,7 @@ export interface DeviceBackoffOptions {
   minIntervalMs?: number;
   /** Widest spacing, in ms. Default 60 000. */
   maxIntervalMs?: number;
-  /** How far ahead slots are reserved, in ms. Default 2000. */
+  /** How far ahead slots are reserved, in ms. Default 3000. */
   horizonMs?: number;
   /** A device with no throttle and no slot for this long is forgotten, in ms. Default 60 000. */
   idleMs?: number;
@@ -50,6 +53,8 @@ interface DeviceState {
   throttledAt: number;
   /** Bumped on every counted throttle: slots of an older epoch are void. */
   epoch: number;
+  /** Events deferred without a slot and not back yet: the queue beyond the horizon. */
+  queued: number;
 }
 
 const SEND: DeviceDecision = { send: true };
@@ -58,13 +63,15 @@ export class DeviceBackoff {
   private readonly options: Required<DeviceBackoffOptions>;
   private readonly devices = new Map<string, DeviceState>();
   private readonly reservations = new Map<string, { device: string; slot: number; epoch: number }>();
+  /** Events deferred without a slot, by dedupe key: the device whose queue they are in. */
+  private readonly queuedEvents = new Map<string, string>();
 
   constructor(options: DeviceBackoffOptions = {}) {
     this.options = {
       initialIntervalMs: options.initialIntervalMs ?? 250,
       minIntervalMs: options.minIntervalMs ?? 5,
       maxIntervalMs: options.maxIntervalMs ?? 60_000,
-      horizonMs: options.horizonMs ?? 2000,
+      horizonMs: options.horizonMs ?? 3000,
       idleMs: options.idleMs ?? 60_000,
       maxDevices: options.maxDevices ?? 10_000,
       maxReservations: options.maxReservations ?? 100_000,
@@ -86,6 +93,12 @@ export class DeviceBackoff {
       this.devices.delete(device);
       return SEND;
     }
+    const queuedFor = this.queuedEvents.get(dedupeKey);
+    if (queuedFor !== undefined) {
+      this.queuedEvents.delete(dedupeKey);
+      const queue = this.devices.get(queuedFor);
+      if (queue) queue.queued = Math.max(0, queue.queued - 1);
+    }
     const reserved = this.reservations.get(dedupeKey);
     if (reserved !== undefined) {
       this.reservations.delete(dedupeKey);
@@ -96,7 +109,15 @@ export class DeviceBackoff {
       return SEND;
     }
     const slot = Math.max(state.nextSlot, state.blockedUntil, now);
-    if (slot - now > this.options.horizonMs) return { send: false, notBefore: slot };
+    if (slot - now > this.options.horizonMs) {
+      const notBefore = Math.ceil(slot + (state.queued * state.intervalMs) / 2);
+      state.queued += 1;
+      this.queuedEvents.set(dedupeKey, device);
+      if (this.queuedEvents.size > this.options.maxReservations) {
+        this.queuedEvents.delete(this.queuedEvents.keys().next().value as string);
+      }
+      return { send: false, notBefore };
+    }
     state.nextSlot = slot + state.intervalMs;
     this.reservations.set(dedupeKey, { device, slot, epoch: state.epoch });
     if (this.reservations.size > this.options.maxReservations) {
@@ -106,10 +127,16 @@ export class DeviceBackoff {
   }
 
   /**
-   * The provider throttled this device: no send before `now + delayMs`, and (unless the send was
-   * decided before the previous throttle was known, at `decidedAt`) twice the spacing.
+   * The provider throttled this device: (unless the send was decided before the previous throttle was
+   * known, at `decidedAt`) half as much spacing again, and no send before `now + retryAfterMs` (the provider's
+   * delay), or before one spacing has passed when it gave none.
    */
-  throttled(event: NotificationEvent, now: number, delayMs: number, decidedAt: number): void {
+  throttled(
+    event: NotificationEvent,
+    now: number,
+    retryAfterMs: number | undefined,
+    decidedAt: number,
+  ): void {
     const device = deviceKey(event);
     let state = this.devices.get(device);
     if (!state) {
@@ -119,17 +146,18 @@ export class DeviceBackoff {
         nextSlot: 0,
         throttledAt: now,
         epoch: 0,
+        queued: 0,
       };
       this.devices.set(device, state);
       if (this.devices.size > this.options.maxDevices) {
         this.devices.delete(this.devices.keys().next().value as string);
       }
     } else if (decidedAt >= state.throttledAt) {
-      state.intervalMs = Math.min(this.options.maxIntervalMs, state.intervalMs * 2);
+      state.intervalMs = Math.min(this.options.maxIntervalMs, state.intervalMs * 1.5);
       state.throttledAt = now;
       state.epoch += 1;
     }
-    state.blockedUntil = Math.max(state.blockedUntil, now + delayMs);
+    state.blockedUntil = Math.max(state.blockedUntil, now + (retryAfterMs ?? state.intervalMs));
     state.nextSlot = Math.max(state.nextSlot, state.blockedUntil);
   }
 

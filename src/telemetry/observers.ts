@@ -11,6 +11,7 @@ const NOTIFY_HOOKS: readonly NotifyHook[] = [
   'released',
   'outcome',
   'retried',
+  'deferred',
   'deadLettered',
   'duplicateSkipped',
   'paused',

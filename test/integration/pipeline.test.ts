@@ -150,21 +150,22 @@ describe('the consumer pipeline under change', () => {
     rig.simulators.fcm.setFaults({ storm: { retryAfterSeconds: 2 } });
     await publishEvents(rig.kafka, events, { topic: rig.topic });
     await waitFor(() => rig?.simulators.fcm.stats().throttled ?? 0, 1);
-    const firstThrottleSeenAt = Date.now();
     // Requests granted before the first 429 came back cannot be recalled; the storm lasts a while longer
     // so that they are refused too, then the provider is healthy again.
     await sleep(1000);
     const stormEndedAt = Date.now();
     rig.simulators.fcm.setFaults({ storm: null });
     const ledger = await rig.settle(events.map((e) => e.id));
+    // When the first 429 was answered, as the simulator recorded it (a test polling for it may see it
+    // late on a loaded machine).
+    const firstThrottleAt = Math.min(...rig.simulators.fcm.throttles().map((t) => t.atMs));
     const arrivals = rig.simulators.fcm.records().map((r) => r.arrivedAtMs);
     const firstAccepted = Math.min(...arrivals);
-    console.log(
-      `first acceptance ${(firstAccepted - firstThrottleSeenAt).toFixed(0)} ms after the first 429`,
-    );
+    console.log(`first acceptance ${(firstAccepted - firstThrottleAt).toFixed(0)} ms after the first 429`);
     // Nothing reached the provider, from either consumer, until the 2 s Retry-After of the first 429 had
-    // passed (less the test's 50 ms polling): the block-until in Redis held the whole fleet back.
-    expect(firstAccepted).toBeGreaterThanOrEqual(firstThrottleSeenAt + 2000 - 100);
+    // passed (less 100 ms for timer and clock granularity): the block-until in Redis held the whole
+    // fleet back.
+    expect(firstAccepted).toBeGreaterThanOrEqual(firstThrottleAt + 2000 - 100);
     expect(firstAccepted).toBeGreaterThan(stormEndedAt);
     // Only what was granted before the block (at most the burst plus half a second of rate) was refused:
     // without the fleet-wide block every retry would have been refused again.

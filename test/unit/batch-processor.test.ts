@@ -432,12 +432,35 @@ describe('BatchProcessor', () => {
     expect(deferred).toHaveLength(2);
     for (const record of deferred) {
       expect(record).toMatchObject({ kind: 'retry', attempt: 1 });
-      // Not before the device's block (the first back-off, 1 s ±25 %) has passed.
-      expect(record.kind === 'retry' && record.notBefore).toBeGreaterThanOrEqual(before + 700);
+      // Not before the device's block (one spacing: 250 ms, as APNs gave no Retry-After) has passed.
+      expect(record.kind === 'retry' && record.notBefore).toBeGreaterThanOrEqual(before + 200);
     }
     const [a, b] = deferred.map((record) => (record.kind === 'retry' ? record.notBefore : 0));
     expect((b ?? 0) - (a ?? 0)).toBeGreaterThanOrEqual(250); // one slot apart
     expect(second.calls.resolved.at(-1)).toBe('12');
+    expect(r.source.blocks).toEqual([]);
+  });
+
+  it("sends at most 8 events to one device per step, so a flood's first wave is 8 pushes, not a batch", async () => {
+    const hotToken = 'token-flood';
+    const r = rig({
+      answer: (request) =>
+        request.event.token === hotToken
+          ? { kind: 'retry', reason: 'TooManyRequests', httpStatus: 429, throttled: true, scope: 'device' }
+          : { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 },
+    });
+    const messages = Array.from({ length: 30 }, (_, i) =>
+      message(i, i % 6 === 5 ? event(`o${i}`) : { ...event(`h${i}`), token: hotToken }),
+    );
+    const { payload, calls } = payloadOf(TOPIC, messages);
+    await r.processor.eachBatch(payload);
+    expect(r.providers.fcm.sent.filter((id) => id.startsWith('h'))).toHaveLength(8);
+    expect(r.providers.fcm.sent.filter((id) => id.startsWith('o'))).toHaveLength(5);
+    // The 8 refused are retried (attempt 2); the other 17 wait for the device's slots (attempt 1).
+    const attempts = r.outcomes.records.map((record) => (record.kind === 'retry' ? record.attempt : 0));
+    expect(attempts.filter((a) => a === 2)).toHaveLength(8);
+    expect(attempts.filter((a) => a === 1)).toHaveLength(17);
+    expect(calls.resolved.at(-1)).toBe('29');
     expect(r.source.blocks).toEqual([]);
   });
 

@@ -22,7 +22,7 @@ describe('DeviceBackoff', () => {
     expect(backoff.decide(HOT, 'e', 612)).toEqual({ send: false, notBefore: 710 });
   });
 
-  it('reserves slots only up to the horizon; beyond it, comes back at the horizon without one', () => {
+  it('reserves slots only up to the horizon; beyond it, queues without one, half a spacing per place', () => {
     const backoff = new DeviceBackoff({ initialIntervalMs: 400, horizonMs: 1000 });
     backoff.throttled(HOT, 0, 100, 0);
     const decisions = ['a', 'b', 'c', 'd', 'e'].map((id) => backoff.decide(HOT, id, 0));
@@ -31,26 +31,30 @@ describe('DeviceBackoff', () => {
       { send: false, notBefore: 500 },
       { send: false, notBefore: 900 },
       { send: false, notBefore: 1300 },
-      { send: false, notBefore: 1300 },
+      { send: false, notBefore: 1500 },
     ]);
-    // 'd' had no reservation: at 1300 it takes the free slot (no one reserved it).
+    // 'd' had no reservation: at 1300 it takes the free slot (no one reserved it)...
     expect(backoff.decide(HOT, 'd', 1300)).toEqual({ send: true });
-    expect(backoff.decide(HOT, 'e', 1300)).toEqual({ send: false, notBefore: 1700 });
+    // ...and 'e', back early, the next one, reserved now that it is within the horizon.
+    expect(backoff.decide(HOT, 'e', 1500)).toEqual({ send: false, notBefore: 1700 });
+    // The queue is empty again: the next event beyond the horizon is first in it.
+    expect(backoff.decide(HOT, 'f', 200)).toEqual({ send: false, notBefore: 2100 });
+    expect(backoff.decide(HOT, 'g', 200)).toEqual({ send: false, notBefore: 2300 });
   });
 
-  it('doubles the spacing on a throttle decided after the last one, voiding older slots; a wave counts once', () => {
+  it('widens the spacing by half on a throttle decided after the last one, voiding older slots; a wave counts once', () => {
     const backoff = new DeviceBackoff({ initialIntervalMs: 100, horizonMs: 10_000 });
     backoff.throttled(HOT, 0, 100, 0);
     // Nine more 429s of the same wave (sent before the first was known): no change.
     for (let i = 0; i < 9; i++) backoff.throttled(HOT, 1, 100, -1);
     expect(backoff.decide(HOT, 'a', 1)).toEqual({ send: false, notBefore: 101 });
     expect(backoff.decide(HOT, 'b', 1)).toEqual({ send: false, notBefore: 201 });
-    // 'a' is sent at its slot and refused again: the spacing doubles; b's slot is void, so b is given
-    // the next free one, and the one after that is 200 ms later.
+    // 'a' is sent at its slot and refused again: the spacing widens to 150 ms; b's slot is void, so b is
+    // given the next free one, and the one after that is 150 ms later.
     expect(backoff.decide(HOT, 'a', 101)).toEqual({ send: true });
     backoff.throttled(HOT, 105, 0, 101);
     expect(backoff.decide(HOT, 'b', 201)).toEqual({ send: false, notBefore: 301 });
-    expect(backoff.decide(HOT, 'c', 201)).toEqual({ send: false, notBefore: 501 });
+    expect(backoff.decide(HOT, 'c', 201)).toEqual({ send: false, notBefore: 451 });
   });
 
   it('narrows the spacing on each delivery, down to its floor, and forgets a quiet device', () => {
