@@ -7,6 +7,12 @@ import { createKafka } from '../src/kafka/client.ts';
 import { LocalKafka, LocalRedis } from '../src/services/index.ts';
 import { type FaultResult, type FaultRunOptions, runFaultScenario } from '../testkit/faults.ts';
 import { FUZZ_KINDS, fuzzMessages } from '../testkit/fuzz.ts';
+import {
+  DEVICE_STORM,
+  deviceStormTable,
+  OTHER_DEVICES_TARGET,
+  writeDeviceStormResult,
+} from './device-storm.ts';
 import { type HostileClientsResult, runHostileClients } from './hostile-clients.ts';
 import { machine } from './machine.ts';
 
@@ -19,6 +25,9 @@ import { machine } from './machine.ts';
  * - `brokerRestart`: the Kafka broker process stopped (controlled shutdown) for 5 s and started again;
  * - `providerStorm`: 30% 5xx all along, and three 1 s storms of 429 with Retry-After;
  * - `badInput`: fuzzed messages of every kind (see testkit/fuzz.ts) mixed into valid traffic;
+ * - `deviceStorm`: one APNs device flooded among the others while the providers hold each device to
+ *   a few pushes a second and answer 429 TooManyRequests beyond it; its figures (with the other
+ *   devices' delivered rate against the bucket's) go to bench/results/device-storm.json;
  * - `hostileClients`: slow bodies, floods of invalid batches, huge headers and forged baggage against
  *   `aqueduct serve`, alongside normal traffic (bench/hostile-clients.ts); its figures go to
  *   bench/results/hostile-clients.json.
@@ -42,6 +51,7 @@ export const SCENARIOS = [
   'brokerRestart',
   'providerStorm',
   'badInput',
+  'deviceStorm',
   'hostileClients',
 ] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
@@ -89,6 +99,16 @@ export function targetsOf(name: ConsumerScenario, r: FaultResult): ScenarioResul
   };
   if (name !== 'providerStorm') {
     targets.provider429 = { target: '= 0', value: r.provider429, met: r.provider429 === 0 };
+  }
+  if (name === 'deviceStorm') {
+    for (const provider of ['fcm', 'apns'] as const) {
+      const value = r.otherDevices?.[provider].ofBucketRate ?? 0;
+      targets[`otherDevicesRate.${provider}`] = {
+        target: `≥ ${OTHER_DEVICES_TARGET} of the bucket rate`,
+        value,
+        met: value >= OTHER_DEVICES_TARGET,
+      };
+    }
   }
   return targets;
 }
@@ -194,6 +214,14 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
           badMessages: fuzzMessages({ count: options.badMessages, idPrefix: 'fuzz' }),
           injectAfterDelivered: 0,
         }),
+      // The storm is the flooded device itself, from the start; the fault injected is none.
+      deviceStorm: () =>
+        runFaultScenario({
+          ...common,
+          name: 'deviceStorm',
+          flood: DEVICE_STORM,
+          injectAfterDelivered: 0,
+        }),
     };
     for (const name of options.scenarios) {
       log(`== ${name}`);
@@ -241,6 +269,7 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
         providerStorm:
           '15% 500 + 15% 503 all along; three 1 s storms of 429 with Retry-After: 1, 2.5 s apart',
         badInput: `${options.badMessages} fuzzed messages of ${FUZZ_KINDS.length} kinds (4 of them 1 MB values) spread through the valid ones`,
+        deviceStorm: `one APNs device flooded with ${DEVICE_STORM.events} events spread through the others; every device held to ${DEVICE_STORM.deviceRate}/s, burst ${DEVICE_STORM.deviceBurst}`,
       },
       spans: 'every span exported over OTLP/HTTP (json) to a local receiver and scanned',
     },
@@ -251,10 +280,25 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
       Object.values(hostileClients?.targets ?? {}).every((t) => t.met),
   };
   await mkdir(options.outDir, { recursive: true });
-  // Each file holds the runs of its own scenarios: running hostileClients alone keeps faults.json.
-  if (Object.keys(results).length > 0) {
+  // Each file holds the runs of its own scenarios: running hostileClients (or deviceStorm) alone keeps
+  // faults.json.
+  const { deviceStorm, ...faultResults } = results;
+  if (Object.keys(faultResults).length > 0) {
     const { hostileClients: _separate, ...faults } = result;
-    await writeFile(join(options.outDir, 'faults.json'), `${JSON.stringify(faults, null, 2)}\n`);
+    await writeFile(
+      join(options.outDir, 'faults.json'),
+      `${JSON.stringify({ ...faults, results: faultResults }, null, 2)}\n`,
+    );
+  }
+  if (deviceStorm) {
+    await writeDeviceStormResult(options.outDir, deviceStorm, {
+      otherEvents: options.events,
+      consumers: options.consumers,
+      partitions: options.partitions,
+      provider: PROVIDER,
+      aqueductConfig: AQUEDUCT,
+      machine: result.machine,
+    });
   }
   if (hostileClients) {
     await writeFile(
@@ -292,7 +336,8 @@ const FIGURES = [
 /** The table printed after a run (and rendered into docs/benchmarks.md by bench/readme.ts). */
 export function faultsTable(result: FaultsBenchResult): string {
   const names = SCENARIOS.filter(
-    (name): name is ConsumerScenario => name !== 'hostileClients' && result.results[name] !== undefined,
+    (name): name is ConsumerScenario =>
+      name !== 'hostileClients' && name !== 'deviceStorm' && result.results[name] !== undefined,
   );
   const rows = FIGURES.map((figure) => {
     const cells = names.map((name) => {
@@ -337,7 +382,9 @@ export async function main(): Promise<void> {
     outDir: RESULTS_DIR,
     log: (line) => console.error(line),
   });
-  if (Object.keys(result.results).length > 0) console.log(faultsTable(result));
+  if (Object.keys(result.results).some((name) => name !== 'deviceStorm')) console.log(faultsTable(result));
+  const storm = result.results.deviceStorm;
+  if (storm) console.log(deviceStormTable(storm));
   if (result.hostileClients) console.log(hostileClientsTable(result.hostileClients));
   for (const [figure, t] of Object.entries(result.hostileClients?.targets ?? {})) {
     if (!t.met) console.log(`MISSED hostileClients.${figure} ${t.target}: ${t.value}`);

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -9,6 +9,7 @@ import { ensureTopicFamily, SINGLE_BROKER_DURABILITY } from '../src/kafka/topics
 import { generateEvents } from '../src/publish/generate.ts';
 import { messageKey } from '../src/publish/publisher.ts';
 import type { SimulatorFaults } from '../src/simulators/faults.ts';
+import { type OtherDevicesRate, otherDevicesRate } from './device-storm.ts';
 import { type ConsumerProcess, consumerCrashes, fleetEnv, spawnFleet } from './fleet.ts';
 import type { FuzzMessage } from './fuzz.ts';
 import { type Ledger, outcomesSoFar, takeLedger } from './ledger.ts';
@@ -43,6 +44,12 @@ export interface FaultRunOptions {
   deadTokenRatio: number;
   /** Simulator faults from the start (the fault itself may change them later). */
   faults?: Partial<SimulatorFaults>;
+  /**
+   * One APNs device flooded with this many events, spread evenly through the burst, while both
+   * simulators hold every device to `deviceRate` pushes a second (`deviceBurst` at once) and answer
+   * beyond it as the providers do (APNs 429 TooManyRequests).
+   */
+  flood?: { events: number; deviceRate: number; deviceBurst: number };
   /** The fault: started once the providers have accepted `injectAfterDelivered` events; resolves when it is over. */
   inject?: (run: FaultRunHandle) => Promise<void>;
   injectAfterDelivered?: number;
@@ -77,6 +84,8 @@ export interface FaultResult extends Omit<Ledger, 'lostSamples'> {
   duplicateFirstArrivalsAfterFaultMs: number[];
   /** Where the first leaks were seen (never the tokens), and the first lost messages. */
   notes: string[];
+  /** With `flood`: how fast each provider delivered the other devices' events (see otherDevicesRate). */
+  otherDevices?: Record<'fcm' | 'apns', OtherDevicesRate>;
 }
 
 /**
@@ -93,17 +102,27 @@ export async function runFaultScenario(options: FaultRunOptions): Promise<FaultR
   const kafka = createKafka({ brokers: options.kafkaBrokers, clientId: 'aqueduct-faults' });
   const simulators = await startSimulators({
     ...options.provider,
+    ...(options.flood
+      ? { deviceRate: options.flood.deviceRate, deviceBurst: options.flood.deviceBurst }
+      : {}),
     faults: { deadTokenPrefix: 'dead-', ...options.faults },
   });
   const sink: OtlpSink | undefined = options.exportSpans === false ? undefined : await startOtlpSink();
   const consumers: ConsumerProcess[] = [];
+  let floodIds = new Set<string>();
   const logDir = join(options.logDir, topic);
   await mkdir(logDir, { recursive: true });
   try {
     await ensureTopicFamily(kafka, topic, options.partitions, SINGLE_BROKER_DURABILITY);
-    const events = [
+    const others = [
       ...generateEvents({ count: options.events, deadTokenRatio: options.deadTokenRatio, idPrefix: runId }),
     ];
+    const floodToken = randomBytes(32).toString('hex');
+    const flood = [
+      ...generateEvents({ count: options.flood?.events ?? 0, apnsRatio: 1, idPrefix: `${runId}-flood` }),
+    ].map((event) => ({ ...event, token: floodToken }));
+    floodIds = new Set(flood.map((event) => event.id));
+    const events = spread(others, flood);
     const valid: RawMessage[] = events.map((event) => ({
       key: messageKey(event),
       value: JSON.stringify(event),
@@ -250,6 +269,15 @@ export async function runFaultScenario(options: FaultRunOptions): Promise<FaultR
       faultAtSeconds: faultAt === null ? null : Math.round((faultAt - started) / 100) / 10,
       duplicateFirstArrivalsAfterFaultMs:
         faultAt === null ? [] : duplicated.map(([, entry]) => Math.min(...entry.ms) - (faultAt - started)),
+      deviceThrottled: ledger.deviceThrottled,
+      ...(options.flood
+        ? {
+            otherDevices: {
+              fcm: otherDevicesRate(simulators.fcm, floodIds, options.aqueduct),
+              apns: otherDevicesRate(simulators.apns, floodIds, options.aqueduct),
+            },
+          }
+        : {}),
       notes: [
         ...[...inLogs.findings().where, ...inSpans.findings().where].map((w) => `token seen in ${w}`),
         ...ledger.lostSamples.map((l) => `lost ${l}`),
@@ -260,6 +288,20 @@ export async function runFaultScenario(options: FaultRunOptions): Promise<FaultR
     await simulators.close();
     await sink?.close();
   }
+}
+
+/** `few` spread evenly through `many`. */
+function spread<T>(many: readonly T[], few: readonly T[]): T[] {
+  if (few.length === 0) return [...many];
+  const out: T[] = [];
+  const every = many.length / few.length;
+  let next = 0;
+  for (const [i, item] of many.entries()) {
+    out.push(item);
+    while (next < few.length && (next + 1) * every <= i + 1) out.push(few[next++] as T);
+  }
+  while (next < few.length) out.push(few[next++] as T);
+  return out;
 }
 
 /** The bad messages spread evenly through the valid ones. */

@@ -24,8 +24,10 @@ export interface Ledger {
   lost: number;
   /** Pushes the providers accepted beyond the first for the same event id. */
   duplicates: number;
-  /** 429 answers of both providers. */
+  /** 429 answers of both providers for their own limit (the fleet's rate). */
   provider429: number;
+  /** 429 answers of both providers for one device's limit (see the simulators' deviceRate). */
+  deviceThrottled: number;
   /** Up to ten lost messages' coordinates (`partition:offset`) and ids, to start an investigation. */
   lostSamples: string[];
 }
@@ -97,6 +99,7 @@ export async function takeLedger(
     lost,
     duplicates: accepted.total - accepted.ids.size,
     provider429: simulators.fcm.stats().throttled + simulators.apns.stats().throttled,
+    deviceThrottled: simulators.fcm.stats().deviceThrottled + simulators.apns.stats().deviceThrottled,
     lostSamples,
   };
 }

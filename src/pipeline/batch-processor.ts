@@ -4,7 +4,7 @@ import type { NotificationEvent, Platform } from '../events/event.ts';
 import { isKafkaJsError } from '../kafka/errors.ts';
 import type { TokenPool } from '../limiter/token-pool.ts';
 import { blocksFleet, type PushProvider } from '../providers/types.ts';
-import { DeviceBackoff } from './device-backoff.ts';
+import { DeviceBackoff, deviceKey, MAX_PER_DEVICE_PER_STEP } from './device-backoff.ts';
 import type { DoneStore } from './done-store.ts';
 import { type Answered, type Item, type ItemLimits, readItem, type Sendable } from './item.ts';
 import type { PipelineObserver } from './observer.ts';
@@ -19,14 +19,6 @@ import {
 import { PartitionState } from './partition-state.ts';
 import { backoffDelayMs, PauseTimers } from './pause-timers.ts';
 import { type DoneMark, markDone, Sender } from './sender.ts';
-
-/**
- * Most events for one device token sent in one step. A device the provider throttles on its own is
- * known only from its first 429, so a step must not send a whole batch's worth to one device before
- * that answer can come back (a flood's first wave would waste as many of the fleet's tokens); what is
- * left waits for the next step, which starts as soon as this one is answered.
- */
-const MAX_PER_DEVICE_PER_STEP = 8;
 
 /** Options of {@link BatchProcessor}. */
 export interface BatchProcessorOptions extends ItemLimits, RetryPolicy {
@@ -283,16 +275,16 @@ export class BatchProcessor {
       const pool = this.deps.poolFor(event);
       const group = pool ? (plan.byPool.get(pool) ?? []) : plan.unmetered;
       if (group.length >= this.options.maxPerStep) continue;
-      const deviceKey = `${event.platform}:${event.token}`;
-      const sentToDevice = perDevice.get(deviceKey) ?? 0;
+      const device = deviceKey(event);
+      const sentToDevice = perDevice.get(device) ?? 0;
       if (sentToDevice >= MAX_PER_DEVICE_PER_STEP) continue;
       // A device the provider throttled on its own waits for its slot; nothing else waits for it.
-      const device = this.devices.decide(event, item.dedupeKey, now);
-      if (!device.send) {
-        plan.deferred.push({ item, event, notBefore: device.notBefore });
+      const decision = this.devices.decide(event, item.dedupeKey, now);
+      if (!decision.send) {
+        plan.deferred.push({ item, event, notBefore: decision.notBefore });
         continue;
       }
-      perDevice.set(deviceKey, sentToDevice + 1);
+      perDevice.set(device, sentToDevice + 1);
       group.push({ item, event });
       if (pool) plan.byPool.set(pool, group);
     }
@@ -309,15 +301,7 @@ export class BatchProcessor {
     if (blocksFleet(outcome) && outcome.kind === 'retry') await this.blockFleet(event, outcome.retryAfterMs);
     const now = Date.now();
     const settlement = settleAnswered(answered, this.origin(state, item), this.options, now);
-    if (outcome.kind === 'delivered') this.devices.delivered(event);
-    else if (outcome.kind === 'retry' && outcome.scope === 'device') {
-      // The device waits for the provider's delay; this event also waits for its own back-off.
-      const retryAfter =
-        outcome.retryAfterMs === undefined
-          ? undefined
-          : Math.min(outcome.retryAfterMs, this.options.maxRetryDelayMs);
-      this.devices.throttled(event, now, retryAfter, decidedAt);
-    }
+    this.devices.answered(event, outcome, now, decidedAt, this.options.maxRetryDelayMs);
     if (settlement.deadLettered) this.deps.observer.deadLettered?.(settlement.deadLettered, item);
     if (settlement.retried) this.deps.observer.retried?.(outcome, event);
     return settlement;

@@ -1,4 +1,13 @@
 import type { NotificationEvent } from '../events/event.ts';
+import type { PushOutcome } from '../providers/types.ts';
+
+/**
+ * Most events for one device token sent in one step. A device the provider throttles on its own is
+ * known only from its first 429, so a step must not send a whole batch's worth to one device before
+ * that answer can come back (a flood's first wave would waste as many of the fleet's tokens); what is
+ * left waits for the next step, which starts as soon as this one is answered.
+ */
+export const MAX_PER_DEVICE_PER_STEP = 8;
 
 /**
  * Pacing of the devices a provider has throttled on their own (APNs TooManyRequests, FCM's device
@@ -161,6 +170,25 @@ export class DeviceBackoff {
     state.nextSlot = Math.max(state.nextSlot, state.blockedUntil);
   }
 
+  /**
+   * A provider's answer for a push to this device: a delivery, or a device-scoped throttle (its
+   * Retry-After cut to `maxDelayMs`; the event itself waits for its own back-off on the retry topic).
+   */
+  answered(
+    event: NotificationEvent,
+    outcome: PushOutcome,
+    now: number,
+    decidedAt: number,
+    maxDelayMs: number,
+  ): void {
+    if (outcome.kind === 'delivered') this.delivered(event);
+    else if (outcome.kind === 'retry' && outcome.scope === 'device') {
+      const retryAfter =
+        outcome.retryAfterMs === undefined ? undefined : Math.min(outcome.retryAfterMs, maxDelayMs);
+      this.throttled(event, now, retryAfter, decidedAt);
+    }
+  }
+
   /** The provider accepted a push to this device: a paced device may go a little faster. */
   delivered(event: NotificationEvent): void {
     if (this.devices.size === 0) return;
@@ -170,6 +198,6 @@ export class DeviceBackoff {
 }
 
 /** A device: the provider and its token (a token is unique per app within its provider). */
-function deviceKey(event: NotificationEvent): string {
+export function deviceKey(event: Pick<NotificationEvent, 'platform' | 'token'>): string {
   return `${event.platform}:${event.token}`;
 }
