@@ -139,7 +139,7 @@ export class TokenBucketLimiter {
         (value) => {
           if (watched !== undefined && !timeouts?.settle(watched)) return; // it timed out
           try {
-            resolve(this.acquireResult(value));
+            resolve(this.bounded(this.acquireResult(value), buckets));
           } catch (error) {
             fail(error); // not the reply acquire.lua gives
           }
@@ -175,8 +175,21 @@ export class TokenBucketLimiter {
     return requests.map((request, i) => {
       const [error, reply] = replies[i] ?? [new Error('no reply'), null];
       if (error) return this.acquireFailed(toLimiterError(error, 'acquire'), request.buckets, request.n);
-      return this.acquireResult(reply);
+      return this.bounded(this.acquireResult(reply), request.buckets);
     });
+  }
+
+  /**
+   * A block further out than `maxBlockMs` can only be one stored before blocks were bounded (block.lua
+   * never sets one now): the wait is cut to `maxBlockMs`, and the stored deadline is cut back (a block
+   * of 0 ms, which block.lua bounds like any other) so that the fleet does not wait for it for years.
+   */
+  private bounded(result: AcquireResult, buckets: BucketSpec[]): AcquireResult {
+    const { blockedUntilMs } = result;
+    if (blockedUntilMs === null || blockedUntilMs - result.serverTimeUs / 1000 <= this.maxBlockMs)
+      return result;
+    this.blockUntil(buckets, 0).catch(() => {});
+    return { ...result, waitMs: Math.min(result.waitMs, this.maxBlockMs + this.timerSlackMs) };
   }
 
   /** Gives `n` unused tokens back to every bucket, never above a bucket's capacity. */

@@ -286,6 +286,17 @@ describe('block-until', () => {
     await redis.client.hset(key, 'blocked_until', '1000000000000000');
     const before = await nowMs();
     expect(await bounded.blockUntil([spec], 10)).toBeLessThanOrEqual(before + 1000 + 2000 + 1);
+    // An acquire that meets a block stored further out waits no longer than the bound, and cuts it back.
+    await redis.client.hset(key, 'blocked_until', '1000000000000000');
+    const frozen = await bounded.acquire([spec], 1);
+    expect(frozen.granted).toBe(0);
+    expect(frozen.waitMs).toBeLessThanOrEqual(2000 + 2);
+    for (let i = 0; i < 100 && Number(await redis.client.hget(key, 'blocked_until')) > 1e14; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(Number(await redis.client.hget(key, 'blocked_until'))).toBeLessThanOrEqual(
+      (await nowMs()) + 1000 + 2000 + 1,
+    );
     // And the default bound is a minute.
     const until = await limiter.blockUntil(['default-bound'], 1e15);
     expect(until).toBeLessThanOrEqual((await nowMs()) + 1000 + 60_000 + 1);
