@@ -53,7 +53,7 @@ export function steadyRate(
 }
 
 /** The bucket's level just before and just after each request took its token. */
-function replay(
+export function replay(
   admissions: readonly number[],
   bucket: { rate: number; burst: number },
 ): Array<{ at: number; before: number; after: number }> {
