@@ -346,7 +346,7 @@ export function failureLogger(
       // TooManyProviderTokenUpdates): a configuration problem, worth an operator's look.
       if (outcome.kind !== 'retry' || outcome.scope !== 'credentials') return;
       log(
-        'provider refuses our provider-token updates as too frequent: check the APNs key settings (APNS_KEY_ID, APNS_TEAM_ID) are the same on every instance and the clocks are right; pushes are retried',
+        'APNs refuses our provider-token updates as too frequent (a credentials set-up problem, not the send rate): every consumer process signs its own token with APNS_KEY_FILE; too many processes on one key, or a clock far off, make Apple see too many new tokens; pushes are retried',
         new Error(outcome.reason),
         { provider: event.platform },
       );

@@ -15,17 +15,20 @@ export const MAX_PER_DEVICE_PER_STEP = 8;
  * only that device waits. The providers do not publish a device's rate (FCM documents 240 a minute on
  * Android; Apple nothing), so it is learned per process from the answers:
  *
- * - a throttle blocks the device for the provider's Retry-After when it gave one (APNs gives none), else
- *   for one spacing, and widens the spacing between its sends by half (sends decided before the throttle was
- *   known count once, not once each);
+ * - a throttle blocks the device for the provider's Retry-After when it gave one (APNs gives none),
+ *   else for one spacing, and widens the spacing between its sends by half (sends decided before the
+ *   throttle was known count once, not once each);
  * - every delivery to a paced device narrows the spacing by a twentieth (with the widening by half,
  *   about one send in ten is refused once the pace has settled);
  * - an event for a paced device is sent when its time has come, or gets a reserved slot (`notBefore`),
  *   one spacing after the previous one, up to `horizonMs` ahead. Beyond that it is told to come back
  *   after its place in the device's queue (the events deferred without a slot and not back yet), half
  *   a spacing per place: a long queue comes back in order, a little faster than the spacing in force
- *   (the device may speed up meanwhile), and who comes back early takes a slot then. Deferred events go to the retry topic without costing an attempt or a
- *   token, so a flooded device spends the fleet's tokens only on what it is likely to accept.
+ *   (the device may speed up meanwhile), and who comes back early takes a slot then;
+ * - an event read from the main topic for a paced device always goes by the retry topic (see decide).
+ *
+ * Deferred events go to the retry topic without costing an attempt or a token, so a flooded device
+ * spends the fleet's tokens only on what it is likely to accept.
  *
  * A throttle voids the slots given before it (their spacing was too tight). A device quiet for
  * `idleMs` past its last slot is forgotten. Everything is in this process's memory, bounded by
@@ -143,8 +146,8 @@ export class DeviceBackoff {
 
   /**
    * The provider throttled this device: (unless the send was decided before the previous throttle was
-   * known, at `decidedAt`) half as much spacing again, and no send before `now + retryAfterMs` (the provider's
-   * delay), or before one spacing has passed when it gave none.
+   * known, at `decidedAt`) half as much spacing again, and no send before `now + retryAfterMs` (the
+   * provider's delay), or before one spacing has passed when it gave none.
    */
   throttled(
     event: NotificationEvent,
