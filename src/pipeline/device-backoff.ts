@@ -18,14 +18,12 @@ export const MAX_PER_DEVICE_PER_STEP = 8;
  * - a throttle blocks the device for the provider's Retry-After when it gave one (APNs gives none),
  *   else for one spacing, and widens the spacing between its sends by half (sends decided before the
  *   throttle was known count once, not once each);
- * - every delivery to a paced device narrows the spacing by a twentieth (with the widening by half,
- *   about one send in ten is refused once the pace has settled);
+ * - every delivery to a paced device narrows the spacing by a tenth;
  * - an event for a paced device is sent when its time has come, or gets a reserved slot (`notBefore`),
  *   one spacing after the previous one, up to `horizonMs` ahead. Beyond that it is told to come back
  *   after its place in the device's queue (the events deferred without a slot and not back yet), half
  *   a spacing per place: a long queue comes back in order, a little faster than the spacing in force
- *   (the device may speed up meanwhile), and who comes back early takes a slot then;
- * - an event read from the main topic for a paced device always goes by the retry topic (see decide).
+ *   (the device may speed up meanwhile), and who comes back early takes a slot then.
  *
  * Deferred events go to the retry topic without costing an attempt or a token, so a flooded device
  * spends the fleet's tokens only on what it is likely to accept.
@@ -96,13 +94,8 @@ export class DeviceBackoff {
     return this.devices.size;
   }
 
-  /**
-   * Whether the event (keyed by `dedupeKey`) may be sent now, or when to try again. An event read from
-   * the main topic (`fromRetryTopic` false) for a paced device is never sent at once: it goes by the
-   * retry topic, whose partition (keyed by device, like the main topic) has one owner, so that one
-   * process alone paces the device instead of each owner of a partition it appears in.
-   */
-  decide(event: NotificationEvent, dedupeKey: string, now: number, fromRetryTopic = true): DeviceDecision {
+  /** Whether the event (keyed by `dedupeKey`) may be sent now, or when to try again. */
+  decide(event: NotificationEvent, dedupeKey: string, now: number): DeviceDecision {
     if (this.devices.size === 0) return SEND;
     const device = deviceKey(event);
     const state = this.devices.get(device);
@@ -122,7 +115,7 @@ export class DeviceBackoff {
       this.reservations.delete(dedupeKey);
       if (reserved.device === device && reserved.epoch === state.epoch && now >= reserved.slot) return SEND;
     }
-    if (fromRetryTopic && now >= state.blockedUntil && now >= state.nextSlot) {
+    if (now >= state.blockedUntil && now >= state.nextSlot) {
       state.nextSlot = now + state.intervalMs;
       return SEND;
     }
@@ -202,7 +195,7 @@ export class DeviceBackoff {
   delivered(event: NotificationEvent): void {
     if (this.devices.size === 0) return;
     const state = this.devices.get(deviceKey(event));
-    if (state) state.intervalMs = Math.max(this.options.minIntervalMs, state.intervalMs * 0.95);
+    if (state) state.intervalMs = Math.max(this.options.minIntervalMs, state.intervalMs * 0.9);
   }
 }
 
