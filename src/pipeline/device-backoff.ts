@@ -21,9 +21,9 @@ export const MAX_PER_DEVICE_PER_STEP = 8;
  * - every delivery to a paced device narrows the spacing by a tenth;
  * - an event for a paced device is sent when its time has come, or gets a reserved slot (`notBefore`),
  *   one spacing after the previous one, up to `horizonMs` ahead. Beyond that it is told to come back
- *   after its place in the device's queue (the events deferred without a slot and not back yet), half
- *   a spacing per place: a long queue comes back in order, a little faster than the spacing in force
- *   (the device may speed up meanwhile), and who comes back early takes a slot then.
+ *   after its place in the device's queue (the events deferred without a slot and not back yet), three
+ *   quarters of a spacing per place: a long queue comes back in order, a little faster than the spacing
+ *   in force (the device may speed up meanwhile), and who comes back early takes a slot then.
  *
  * Deferred events go to the retry topic without costing an attempt or a token, so a flooded device
  * spends the fleet's tokens only on what it is likely to accept.
@@ -121,7 +121,7 @@ export class DeviceBackoff {
     }
     const slot = Math.max(state.nextSlot, state.blockedUntil, now);
     if (slot - now > this.options.horizonMs) {
-      const notBefore = Math.ceil(slot + (state.queued * state.intervalMs) / 2);
+      const notBefore = Math.ceil(slot + state.queued * state.intervalMs * 0.75);
       state.queued += 1;
       this.queuedEvents.set(dedupeKey, device);
       if (this.queuedEvents.size > this.options.maxReservations) {

@@ -22,7 +22,7 @@ describe('DeviceBackoff', () => {
     expect(backoff.decide(HOT, 'e', 612)).toEqual({ send: false, notBefore: 710 });
   });
 
-  it('reserves slots only up to the horizon; beyond it, queues without one, half a spacing per place', () => {
+  it('reserves slots only up to the horizon; beyond it, queues without one, 3/4 of a spacing per place', () => {
     const backoff = new DeviceBackoff({ initialIntervalMs: 400, horizonMs: 1000 });
     backoff.throttled(HOT, 0, 100, 0);
     const decisions = ['a', 'b', 'c', 'd', 'e'].map((id) => backoff.decide(HOT, id, 0));
@@ -31,15 +31,15 @@ describe('DeviceBackoff', () => {
       { send: false, notBefore: 500 },
       { send: false, notBefore: 900 },
       { send: false, notBefore: 1300 },
-      { send: false, notBefore: 1500 },
+      { send: false, notBefore: 1600 },
     ]);
     // 'd' had no reservation: at 1300 it takes the free slot (no one reserved it)...
     expect(backoff.decide(HOT, 'd', 1300)).toEqual({ send: true });
     // ...and 'e', back early, the next one, reserved now that it is within the horizon.
-    expect(backoff.decide(HOT, 'e', 1500)).toEqual({ send: false, notBefore: 1700 });
+    expect(backoff.decide(HOT, 'e', 1600)).toEqual({ send: false, notBefore: 1700 });
     // The queue is empty again: the next event beyond the horizon is first in it.
     expect(backoff.decide(HOT, 'f', 200)).toEqual({ send: false, notBefore: 2100 });
-    expect(backoff.decide(HOT, 'g', 200)).toEqual({ send: false, notBefore: 2300 });
+    expect(backoff.decide(HOT, 'g', 200)).toEqual({ send: false, notBefore: 2400 });
   });
 
   it('widens the spacing by half on a throttle decided after the last one, voiding older slots; a wave counts once', () => {
