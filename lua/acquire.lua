@@ -7,17 +7,24 @@
   has a block-until in the future (a provider's 429 Retry-After, see block.lua) nothing is granted.
 
   KEYS[1..k]        the bucket hashes; all in one Redis Cluster slot (one hash tag), e.g.
-                    aqueduct:{fcm}:bucket and aqueduct:{fcm}:bucket:tenant:acme
+                    aqueduct:{fcm}:bucket and aqueduct:{fcm}:bucket:tenant:acme. KEYS[1] stands for the
+                    provider's own limit: its refill is capped by the tokens its holders hold and slowed
+                    by a rate cut (see includes/provider-bucket.lua)
   ARGV[1]           n: tokens wanted, an integer >= 0
   ARGV[2]           waitFor: an integer >= 0, how many tokens the returned wait is for;
                     '' means n - granted. Clamped to floor(smallest capacity).
   ARGV[3]           minTtlSeconds: an integer >= 1, the shortest TTL given to a bucket
   ARGV[2 + 2i]      rate of KEYS[i] in tokens/s, a finite number > 0 (may be fractional)
   ARGV[3 + 2i]      capacity of KEYS[i], a finite number >= 1
+  ARGV[4 + 2k]      holder: who asks ('' for nobody in particular), e.g. one consumer's token pool
+  ARGV[5 + 2k]      held: an integer >= 0, the tokens the holder holds besides this call's grant (granted
+                    before and not yet answered by the provider); the holder's entry becomes held + granted
+  ARGV[6 + 2k]      leaseMs: an integer >= 1, how long the entry counts without a newer report
 
   Hash fields:      tokens (may be fractional), ts (µs of the last update), config ('<rate> <capacity>
                     <minTtlSeconds>' as last given, for `aqueduct inspect` and to notice a change),
-                    blocked_until (epoch ms, written by block.lua; read here). All four are only ever
+                    blocked_until (epoch ms, written by block.lua; read here); on KEYS[1] also held:<holder>
+                    and cut (includes/provider-bucket.lua). All of them are only ever
                     written by these scripts (numbers as decimal text, config only with checked texts)
                     and are read as such: a field edited by hand into something else may fail the call.
   TTL:              every key written has one (bucket_ttl in includes/ttl.lua): ttl = max(minTtlSeconds,
@@ -34,12 +41,14 @@
     tokensLeft: with up to 17 significant digits, so the double round-trips exactly
 
   Error replies (nothing is written; the format is includes/arguments.lua's):
-    AQUEDUCT_ARGUMENT buckets <message>        no keys, or #ARGV ~= 3 + 2 * #KEYS
+    AQUEDUCT_ARGUMENT buckets <message>        no keys, or #ARGV ~= 6 + 2 * #KEYS
     AQUEDUCT_ARGUMENT n <message>              n is not an integer >= 0
     AQUEDUCT_ARGUMENT waitFor <message>        waitFor is not '' nor an integer >= 0
     AQUEDUCT_ARGUMENT minTtlSeconds <message>  minTtlSeconds is not an integer >= 1
     AQUEDUCT_ARGUMENT rate <message>           a rate is NaN, infinite or <= 0
     AQUEDUCT_ARGUMENT capacity <message>       a capacity is NaN, infinite or < 1
+    AQUEDUCT_ARGUMENT held <message>           held is not an integer >= 0
+    AQUEDUCT_ARGUMENT leaseMs <message>        leaseMs is not an integer >= 1
 ]]
 
 -- This script runs once per message batch of every consumer, so its common path is kept to the three
@@ -62,17 +71,19 @@
 -- upvalues costs every call more.
 local function rejected()
   --- @include "arguments"
-  local failure = bucket_count_error(3, 2, 'n, waitFor, minTtlSeconds, then rate and capacity per key')
+  local failure = bucket_count_error(6, 2,
+    'n, waitFor, minTtlSeconds, rate and capacity per key, then holder, held, leaseMs')
     or integer_error(1, 'n', 0)
     or ARGV[2] ~= '' and integer_error(2, 'waitFor', 0)
     or integer_error(3, 'minTtlSeconds', 1)
   for i = 1, #KEYS do
     failure = failure or bucket_limits_error(i, 2 + 2 * i)
   end
-  return failure
+  return failure or integer_error(5 + 2 * #KEYS, 'held', 0) or integer_error(6 + 2 * #KEYS, 'leaseMs', 1)
 end
 
 --- @include "refill"
+--- @include "provider-bucket"
 
 local huge, tonumber, format = math.huge, tonumber, string.format
 local KEYS, ARGV, call = KEYS, ARGV, redis.call
@@ -83,7 +94,7 @@ local EPSILON = 1e-9
 local MAX_EXACT_INTEGER = 9007199254740992
 
 local k = #KEYS
-if k == 0 or #ARGV ~= 3 + 2 * k then return rejected() end
+if k == 0 or #ARGV ~= 6 + 2 * k then return rejected() end
 local n = tonumber(ARGV[1])
 if not (n and n >= 0 and n < huge and n % 1 == 0) then return rejected() end
 local wait_for = nil
@@ -93,6 +104,11 @@ if ARGV[2] ~= '' then
 end
 local min_ttl = tonumber(ARGV[3])
 if not (min_ttl and min_ttl >= 1 and min_ttl < huge and min_ttl % 1 == 0) then return rejected() end
+local holder = ARGV[4 + 2 * k]
+local held = tonumber(ARGV[5 + 2 * k])
+if not (held and held >= 0 and held < huge and held % 1 == 0) then return rejected() end
+local lease = tonumber(ARGV[6 + 2 * k])
+if not (lease and lease >= 1 and lease < huge and lease % 1 == 0) then return rejected() end
 -- Rates and capacities are checked as the buckets are read below: reading writes nothing, so an error
 -- reply still leaves every bucket as it was.
 
@@ -110,8 +126,17 @@ local now_text = seconds .. micros -- µs, exact, without formatting
 local states = k > 1 and {} or nil
 local first = nil
 local available, smallest_capacity, blocked_until = huge, huge, nil
+-- KEYS[1]'s holders and rate cut: held by all holders, lapsed holder fields, the cut field.
+local provider_held, stale, cut = 0, nil, nil
+-- The share of KEYS[1]'s rate it refills at now (for the wait).
+local factor_now = 1
 for i = 1, k do
-  local state = call('HMGET', KEYS[i], 'tokens', 'ts', 'blocked_until', 'config')
+  local state
+  if i == 1 then
+    state, provider_held, stale, cut = read_provider_bucket(KEYS[1], now_ms)
+  else
+    state = call('HMGET', KEYS[i], 'tokens', 'ts', 'blocked_until', 'config')
+  end
   local rate_text, capacity_text = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
   local config = rate_text .. ' ' .. capacity_text .. ' ' .. ARGV[3]
   local rate, capacity
@@ -129,7 +154,20 @@ for i = 1, k do
   -- A missing tokens or ts means a new (or expired) bucket, which starts full (and has no ts).
   local level, ts, block = state[1], state[2], state[3]
   if level and ts then level, ts = level + 0, ts + 0 else ts = nil end
-  level = refilled(level, ts, now, rate, capacity)
+  if i == 1 then
+    -- Refilled at the rate of the start of the interval (the cut's factor only climbs between cuts,
+    -- so that is the lower one) and only up to what the holders leave of the capacity.
+    local room = capacity - provider_held
+    if room < 0 then room = 0 end
+    if cut then
+      factor_now = rate_factor(cut, now_ms)
+      level = refilled(level, ts, now, rate * rate_factor(cut, ts and ts / 1000 or now_ms), room)
+    else
+      level = refilled(level, ts, now, rate, room)
+    end
+  else
+    level = refilled(level, ts, now, rate, capacity)
+  end
   if block then
     block = block + 0 -- written by block.lua
     if block > now_ms and (not blocked_until or block > blocked_until) then blocked_until = block end
@@ -160,7 +198,7 @@ if want > 0 then
     if left < 0 then left = 0 end
     local deficit = want - left
     if deficit > 0 then
-      local us = deficit / ARGV[2 + 2 * i] * 1000000
+      local us = deficit / (i == 1 and ARGV[4] * factor_now or ARGV[2 + 2 * i]) * 1000000
       if us > wait_us then wait_us = us end
     end
   end
@@ -195,10 +233,29 @@ for i = 1, k do
   local previous, block = state[2], state[3]
   local blocked = block and block > now_ms
   local config = state[4]
-  if config == true then
+  if i == 1 and holder ~= '' and held + granted > 0 then
+    local entry = format('%d', held + granted) .. ' ' .. format('%d', now_ms + lease)
+    if config == true then
+      call('HSET', key, 'tokens', level_text, 'ts', now_text, 'held:' .. holder, entry)
+    else
+      call('HSET', key, 'tokens', level_text, 'ts', now_text, 'config', config, 'held:' .. holder, entry)
+    end
+  elseif config == true then
     call('HSET', key, 'tokens', level_text, 'ts', now_text) -- the common case
   else -- config (rate, capacity, minTtlSeconds) is stored for `aqueduct inspect` and to notice changes
     call('HSET', key, 'tokens', level_text, 'ts', now_text, 'config', config)
+  end
+  if i == 1 then
+    -- Lapsed holders, this holder once it holds nothing, and a cut that has run its course.
+    if holder ~= '' and held + granted == 0 then
+      stale = stale or {}
+      stale[#stale + 1] = 'held:' .. holder
+    end
+    if cut and factor_now >= 1 then
+      stale = stale or {}
+      stale[#stale + 1] = 'cut'
+    end
+    if stale then call('HDEL', key, unpack(stale)) end
   end
   if blocked or config ~= true or not previous or previous - previous % epoch_us ~= epoch then
     --- @include "ttl"

@@ -9,7 +9,18 @@ export interface InspectSnapshot {
   buckets: BucketState[];
 }
 
-const COLUMNS = ['BUCKET', 'TOKENS', 'RATE/S', 'CAPACITY', 'BLOCKED UNTIL', 'TTL'] as const;
+const COLUMNS = [
+  'BUCKET',
+  'TOKENS',
+  'RATE/S',
+  'CAPACITY',
+  'HELD',
+  'RATE NOW',
+  'BLOCKED UNTIL',
+  'TTL',
+] as const;
+/** The column left-aligned besides the bucket's name. */
+const BLOCKED_COLUMN = COLUMNS.indexOf('BLOCKED UNTIL');
 
 /** The human table of `aqueduct inspect`: one row per bucket, levels as of the Redis server's now. */
 export function formatBucketTable(snapshot: InspectSnapshot): string {
@@ -21,6 +32,8 @@ export function formatBucketTable(snapshot: InspectSnapshot): string {
     bucket.tokens === null ? '?' : formatNumber(bucket.tokens, 3),
     bucket.rate === null ? '?' : formatNumber(bucket.rate, 6),
     bucket.capacity === null ? '?' : formatNumber(bucket.capacity, 6),
+    formatNumber(bucket.held, 0),
+    bucket.rateFactor >= 1 ? '-' : `${formatNumber(bucket.rateFactor * 100, 1)} %`,
     bucket.blockedUntilMs === null
       ? '-'
       : `${new Date(bucket.blockedUntilMs).toISOString()} (in ${((bucket.blockedUntilMs - bucket.serverTimeMs) / 1000).toFixed(1)} s)`,
@@ -32,7 +45,9 @@ export function formatBucketTable(snapshot: InspectSnapshot): string {
   const line = (cells: readonly string[]) =>
     cells
       .map((cell, c) =>
-        c === 0 || c === 4 ? cell.padEnd(widths[c] as number) : cell.padStart(widths[c] as number),
+        c === 0 || c === BLOCKED_COLUMN
+          ? cell.padEnd(widths[c] as number)
+          : cell.padStart(widths[c] as number),
       )
       .join('  ')
       .trimEnd();

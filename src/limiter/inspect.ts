@@ -6,8 +6,8 @@ import type { BucketState } from './types.ts';
 /** Most keys in one inspect.lua call. */
 const KEYS_PER_CALL = 500;
 
-/** inspect.lua's fields per key: present, tokensNow, rate, capacity, blockedUntilMs, pttlMs. */
-const FIELDS_PER_KEY = 6;
+/** inspect.lua's fields per key: present, tokensNow, rate, capacity, blockedUntilMs, pttlMs, held, rateFactor. */
+const FIELDS_PER_KEY = 8;
 
 /**
  * Every bucket under `keyPrefix` whose name matches `pattern` (a Redis glob on names), as it is at the
@@ -74,6 +74,8 @@ function bucketStates(batch: ReadonlyArray<[string, string]>, fields: readonly s
       capacity: numberOrNull(field(3)),
       blockedUntilMs: numberOrNull(field(4)),
       ttlMs: pttl >= 0 ? pttl : null,
+      held: Number(field(6)),
+      rateFactor: Number(field(7)),
       serverTimeMs,
     });
   });

@@ -17,12 +17,22 @@ import type {
   AcquireOptions,
   AcquireRequest,
   AcquireResult,
+  AdaptiveRateOptions,
   BucketSpec,
   BucketState,
   FailurePolicy,
   LimiterOptions,
+  RefundOptions,
   RefundResult,
 } from './types.ts';
+
+/** The scripts' `holder, held` arguments, checked. */
+function holderArgs({ holder = '', held = 0 }: { holder?: string; held?: number }): [string, string] {
+  if (typeof holder !== 'string') throw new LimiterArgumentError('holder', 'holder must be a string');
+  if (!Number.isInteger(held) || held < 0)
+    throw new LimiterArgumentError('held', `held must be an integer >= 0, got ${held}`);
+  return [holder, String(held)];
+}
 
 const DEFAULTS = {
   keyPrefix: 'aqueduct',
@@ -30,10 +40,12 @@ const DEFAULTS = {
   timeoutMs: 1000,
   timerSlackMs: 1,
   maxBlockMs: 60_000,
+  holderLeaseMs: 60_000,
+  adaptiveRate: { cut: 0.85, holdMs: 10_000, recoveryPerSecond: 0.02 },
 };
 
-/** acquire.lua's `numkeys, keys, argv`: the prepared parts around the per-call `n` and `waitFor`. */
-type AcquireArgs = [readonly string[], string, string, readonly string[]];
+/** acquire.lua's `numkeys, keys, argv`: the prepared parts around the per-call `n`, `waitFor` and holder. */
+type AcquireArgs = [readonly string[], string, string, readonly string[], string, string, string];
 
 /**
  * Aqueduct's distributed token bucket: every consumer instance asks the same Redis, which refills each
@@ -49,6 +61,8 @@ export class TokenBucketLimiter {
   private readonly timeouts: CallTimeouts | undefined;
   private readonly timerSlackMs: number;
   private readonly maxBlockMs: number;
+  private readonly leaseText: string;
+  private readonly adaptiveRate: Required<AdaptiveRateOptions>;
   private readonly onFailOpen: ((error: LimiterUnavailableError) => void) | undefined;
   private readonly acquireScript: ScriptCall;
   private readonly refundScript: ScriptCall;
@@ -97,6 +111,31 @@ export class TokenBucketLimiter {
         `maxBlockMs must be a number of ms in [0, 2^31 - 1], got ${this.maxBlockMs}`,
       );
     }
+    const lease = options.holderLeaseMs ?? DEFAULTS.holderLeaseMs;
+    if (!(Number.isInteger(lease) && lease >= 1)) {
+      throw new LimiterArgumentError('holderLeaseMs', `holderLeaseMs must be an integer >= 1, got ${lease}`);
+    }
+    this.leaseText = String(lease);
+    this.adaptiveRate = { ...DEFAULTS.adaptiveRate, ...options.adaptiveRate };
+    const { cut, holdMs, recoveryPerSecond } = this.adaptiveRate;
+    if (!(cut > 0 && cut <= 1)) {
+      throw new LimiterArgumentError(
+        'adaptiveRate',
+        `adaptiveRate.cut must be a number in (0, 1], got ${cut}`,
+      );
+    }
+    if (!(Number.isInteger(holdMs) && holdMs >= 0)) {
+      throw new LimiterArgumentError(
+        'adaptiveRate',
+        `adaptiveRate.holdMs must be an integer >= 0, got ${holdMs}`,
+      );
+    }
+    if (!(recoveryPerSecond > 0 && Number.isFinite(recoveryPerSecond))) {
+      throw new LimiterArgumentError(
+        'adaptiveRate',
+        `adaptiveRate.recoveryPerSecond must be a finite number > 0, got ${recoveryPerSecond}`,
+      );
+    }
     this.onFailOpen = options.onFailOpen;
     defineScripts(redis);
     this.acquireScript = scriptCall(redis, 'acquire');
@@ -119,7 +158,7 @@ export class TokenBucketLimiter {
     // One promise of its own, settled by the reply or by the timeout, rather than an async function
     // awaiting a timeout wrapper around the call: this runs once per batch of every consumer.
     return new Promise<AcquireResult>((resolve, reject) => {
-      const args = this.acquireArgs(buckets, n, options?.waitFor); // a throw here rejects
+      const args = this.acquireArgs(buckets, n, options); // a throw here rejects
       const fail = (error: unknown) => {
         try {
           resolve(this.acquireFailed(toLimiterError(error, 'acquire'), buckets, n));
@@ -160,7 +199,7 @@ export class TokenBucketLimiter {
   async acquireMany(requests: AcquireRequest[]): Promise<AcquireResult[]> {
     if (!Array.isArray(requests)) throw new LimiterArgumentError('requests', 'requests must be an array');
     if (requests.length === 0) return [];
-    const argsList = requests.map((request) => this.acquireArgs(request.buckets, request.n, request.waitFor));
+    const argsList = requests.map((request) => this.acquireArgs(request.buckets, request.n, request));
     const pipeline = this.redis.pipeline() as unknown as ScriptPipeline;
     for (const args of argsList) queueScript(pipeline, 'acquire', args);
     let replies: Array<[Error | null, unknown]>;
@@ -192,13 +231,18 @@ export class TokenBucketLimiter {
     return { ...result, waitMs: Math.min(result.waitMs, this.maxBlockMs + this.timerSlackMs) };
   }
 
-  /** Gives `n` unused tokens back to every bucket, never above a bucket's capacity. */
-  async refund(buckets: BucketSpec[], n: number): Promise<RefundResult> {
+  /**
+   * Gives `n` unused tokens back to every bucket, never above a bucket's capacity; with a `holder`, also
+   * what it still holds (see {@link AcquireOptions.holder}).
+   */
+  async refund(buckets: BucketSpec[], n: number, options: RefundOptions = {}): Promise<RefundResult> {
     const keys = validatedKeys(this.keyPrefix, buckets);
     if (!Number.isInteger(n) || n < 0)
       throw new LimiterArgumentError('n', `n must be an integer >= 0, got ${n}`);
+    const [holder, held] = holderArgs(options);
     const args: Array<string | number> = [keys.length, ...keys, n, this.minTtlSeconds];
     for (const bucket of buckets) args.push(bucket.rate, bucket.capacity);
+    args.push(holder, held, this.leaseText);
     try {
       const reply = replyFields(await this.withTimeout(this.refundScript(...args), 'refund'));
       return { tokensLeft: reply.slice(1).map(Number), serverTimeUs: Number(reply[0]) };
@@ -230,7 +274,16 @@ export class TokenBucketLimiter {
     try {
       const reply = replyFields(
         await this.withTimeout(
-          this.blockScript(keys.length, ...keys, retryAfterMs, this.minTtlSeconds, this.maxBlockMs),
+          this.blockScript(
+            keys.length,
+            ...keys,
+            retryAfterMs,
+            this.minTtlSeconds,
+            this.maxBlockMs,
+            this.adaptiveRate.cut,
+            this.adaptiveRate.holdMs,
+            this.adaptiveRate.recoveryPerSecond,
+          ),
           'blockUntil',
         ),
       );
@@ -255,14 +308,24 @@ export class TokenBucketLimiter {
   }
 
   /** Validates an acquire (as the script would) and builds its `numkeys, keys, argv`. */
-  private acquireArgs(buckets: BucketSpec[], n: number, waitFor: number | undefined): AcquireArgs {
+  private acquireArgs(buckets: BucketSpec[], n: number, options: AcquireOptions = {}): AcquireArgs {
     const prepared = this.prepared.prepare(buckets);
     if (!Number.isInteger(n) || n < 0)
       throw new LimiterArgumentError('n', `n must be an integer >= 0, got ${n}`);
+    const { waitFor } = options;
     if (waitFor !== undefined && (!Number.isInteger(waitFor) || waitFor < 0)) {
       throw new LimiterArgumentError('waitFor', `waitFor must be an integer >= 0, got ${waitFor}`);
     }
-    return [prepared.keys, String(n), waitFor === undefined ? '' : String(waitFor), prepared.argv];
+    const [holder, held] = holderArgs(options);
+    return [
+      prepared.keys,
+      String(n),
+      waitFor === undefined ? '' : String(waitFor),
+      prepared.argv,
+      holder,
+      held,
+      this.leaseText,
+    ];
   }
 
   /** Parses acquire.lua's reply: 'granted waitMs blockedUntilMs nowMicros tokensLeft…'. */

@@ -20,6 +20,23 @@ export interface AcquireOptions {
    * to the smallest capacity (more could never be available at once).
    */
   waitFor?: number;
+  /**
+   * Who asks: a name unique to one holder of tokens (a consumer's token pool). With it, the provider's
+   * bucket (the first of `buckets`) records `held + granted` as the tokens this holder holds that the
+   * provider has not answered yet, and refills only up to its capacity minus what all holders hold (see
+   * lua/includes/provider-bucket.lua). Without it the call holds nothing.
+   */
+  holder?: string;
+  /** With `holder`: tokens it holds besides this call's grant (granted before, not yet answered). Default 0. */
+  held?: number;
+}
+
+/** Options of {@link TokenBucketLimiter.refund}. */
+export interface RefundOptions {
+  /** Who gives the tokens back (see {@link AcquireOptions.holder}). */
+  holder?: string;
+  /** With `holder`: what it still holds after this refund; 0 removes its entry. Default 0. */
+  held?: number;
 }
 
 /** One request of {@link TokenBucketLimiter.acquireMany}. */
@@ -72,6 +89,13 @@ export interface BucketState {
   blockedUntilMs: number | null;
   /** Time to live in ms (null: no expiry, which the limiter never leaves behind). */
   ttlMs: number | null;
+  /**
+   * Tokens granted to the consumers' pools that the provider has not answered yet, as they last reported
+   * them: the bucket refills only up to `capacity - held` (see lua/includes/provider-bucket.lua).
+   */
+  held: number;
+  /** The share of `rate` the bucket refills at now: below 1 for a while after the provider throttled the project. */
+  rateFactor: number;
   /** The Redis server time the state was computed at, epoch ms. */
   serverTimeMs: number;
 }
@@ -116,6 +140,29 @@ export interface LimiterOptions {
    * cut to it, and so is a block stored further out. At most 2^31 - 1 (a Node timer's limit).
    */
   maxBlockMs?: number;
+  /**
+   * How long a holder's report of the tokens it holds counts without a newer one, in ms (default 60 000):
+   * a consumer that crashed stops holding back the bucket's refill after this.
+   */
+  holderLeaseMs?: number;
+  /** How a project-wide throttle slows the provider's bucket down (see {@link AdaptiveRateOptions}). */
+  adaptiveRate?: AdaptiveRateOptions;
   /** Called with the error each time `failurePolicy: 'open'` turns a Redis failure into a full grant. */
   onFailOpen?: (error: LimiterUnavailableError) => void;
+}
+
+/**
+ * What `blockUntil` does to the rate of the provider's bucket (the first bucket it is given): a
+ * project-wide 429 says the provider is slower than configured, so besides the block the bucket refills
+ * at `cut` times the rate it refilled at (at most one cut a second), holds that for `holdMs`, then climbs
+ * back by `recoveryPerSecond` of the rate per second until it is whole again. The defaults stop the 429s
+ * of a provider 10 % slower than configured after one cut and regain the full rate 17.5 s after the last.
+ */
+export interface AdaptiveRateOptions {
+  /** The share of its rate a throttled bucket keeps, in (0, 1]; 1 turns adaptation off. Default 0.85. */
+  cut?: number;
+  /** How long a cut rate holds before it climbs back, in ms. Default 10 000. */
+  holdMs?: number;
+  /** The share of the configured rate regained per second after the hold. Default 0.02. */
+  recoveryPerSecond?: number;
 }

@@ -83,10 +83,12 @@ describe('aqueduct inspect', () => {
   it('prints a table for people', async () => {
     const { stdout } = await run(node, [cli, 'inspect', '--prefix', prefix], { env: env() });
     const lines = stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^BUCKET\s+TOKENS\s+RATE\/S\s+CAPACITY\s+BLOCKED UNTIL\s+TTL$/);
+    expect(lines[0]).toMatch(
+      /^BUCKET\s+TOKENS\s+RATE\/S\s+CAPACITY\s+HELD\s+RATE NOW\s+BLOCKED UNTIL\s+TTL$/,
+    );
     expect(lines.slice(1).map((line) => line.split(/\s+/)[0])).toEqual(['apns', 'fcm', 'fcm:tenant:acme']);
     expect(lines[1]).toMatch(/\d{4}-\d\d-\d\dT.*\(in \d+\.\d s\)/);
-    expect(lines[2]).toMatch(/^fcm\s+6(\.\d+)?\s+0\.001\s+10\s+-\s+\d/);
+    expect(lines[2]).toMatch(/^fcm\s+6(\.\d+)?\s+0\.001\s+10\s+0\s+-\s+-\s+\d/);
   });
 
   it('--watch refreshes (clearing the screen) until interrupted', async () => {

@@ -63,8 +63,8 @@ describe('one reply shape and one error format', () => {
     ['done-mark: ttlSeconds 0', 'doneMark', () => [1, key(), 0, 'delivered'], 'ttlSeconds'],
     ['done-mark: ttlSeconds fractional', 'doneMark', () => [1, key(), 1.5, 'delivered'], 'ttlSeconds'],
     ['done-mark: no outcome', 'doneMark', () => [1, key(), 60], 'outcomes'],
-    ['block: minTtlSeconds', 'block', () => [1, key(), 5, 0, 60_000], 'minTtlSeconds'],
-    ['block: maxBlockMs', 'block', () => [1, key(), 5, 60, 'inf'], 'maxBlockMs'],
+    ['block: minTtlSeconds', 'block', () => [1, key(), 5, 0, 60_000, 1, 0, 1], 'minTtlSeconds'],
+    ['block: maxBlockMs', 'block', () => [1, key(), 5, 60, 'inf', 1, 0, 1], 'maxBlockMs'],
   ];
   it.each(bad)(
     '%s: AQUEDUCT_ARGUMENT mapped to ScriptArgumentError, nothing written',

@@ -1,0 +1,59 @@
+--[[
+  provider-bucket.lua: what the bucket standing for a provider's own limit (KEYS[1] of acquire.lua,
+  refund.lua and block.lua) keeps beside its level, shared by those scripts and inspect.lua.
+
+  Hash fields (besides tokens, ts, config, blocked_until):
+    held:<holder>   '<tokens> <expiresAtMs>': tokens granted to one holder (a consumer's token pool)
+                    that the provider has not answered yet, as the holder last reported them, until the
+                    lease runs out (a holder that crashed stops counting then).
+    cut             '<factor> <sinceMs> <holdMs> <recoveryPerSecond>': the provider throttled the project
+                    at sinceMs, so the bucket refills at factor × rate; after holdMs the factor climbs
+                    back by recoveryPerSecond per second until it is 1 again (then the field goes).
+
+  Why `held` caps the refill: a token counts against the provider when its request arrives there, and
+  the provider's bucket, full, throws away refill that Aqueduct's would still earn for tokens granted but
+  not yet arrived. Refilling only up to capacity − held (the sum over live holders) makes Aqueduct's
+  bucket lose refill whenever the provider's could, so that the provider always has at least Aqueduct's
+  level plus what is on its way to it, and every request it gets is within its limit: no margin under
+  the provider's published rate and burst is needed, whatever the number of consumers.
+]]
+
+-- The bucket at `key` in one read: its four level fields as acquire.lua reads them ({ tokens, ts,
+-- blocked_until, config }, texts or nil), the tokens held by live holders, the names of the holder
+-- fields whose lease ran out (or nil), and the cut field (or nil).
+local function read_provider_bucket(key, now_ms)
+  local all = redis.call('HGETALL', key)
+  local state = { nil, nil, nil, nil }
+  local held, stale, cut = 0, nil, nil
+  for j = 1, #all, 2 do
+    local name, value = all[j], all[j + 1]
+    if name == 'tokens' then state[1] = value
+    elseif name == 'ts' then state[2] = value
+    elseif name == 'blocked_until' then state[3] = value
+    elseif name == 'config' then state[4] = value
+    elseif name == 'cut' then cut = value
+    elseif string.sub(name, 1, 5) == 'held:' then
+      local tokens, expires = string.match(value, '^(%S+) (%S+)$')
+      tokens, expires = tonumber(tokens), tonumber(expires)
+      if tokens and expires and expires > now_ms then
+        held = held + tokens
+      else
+        stale = stale or {}
+        stale[#stale + 1] = name
+      end
+    end
+  end
+  return state, held, stale, cut
+end
+
+-- The share of its rate a bucket with this cut field refills at, at `at_ms`: 1 without a cut.
+local function rate_factor(cut, at_ms)
+  if not cut then return 1 end
+  local factor, since, hold, recovery = string.match(cut, '^(%S+) (%S+) (%S+) (%S+)$')
+  factor, since, hold, recovery = tonumber(factor), tonumber(since), tonumber(hold), tonumber(recovery)
+  if not (factor and since and hold and recovery) then return 1 end
+  local climbing = at_ms - since - hold
+  if climbing > 0 then factor = factor + recovery * climbing / 1000 end
+  if factor >= 1 then return 1 end
+  return factor
+end
