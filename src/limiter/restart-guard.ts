@@ -42,7 +42,7 @@ export class RestartSafeTokenSource implements TokenSource {
   async acquire(
     buckets: PoolBucket[],
     n: number,
-    options?: { waitFor?: number },
+    options?: { waitFor?: number; holder?: string; held?: number },
   ): Promise<{ granted: number; waitMs: number; tokensLeft?: number[] }> {
     for (const bucket of buckets) this.buckets.set(bucket.name, bucket);
     if (this.needsCheck) {
@@ -62,8 +62,8 @@ export class RestartSafeTokenSource implements TokenSource {
     return this.inner.blockUntil(buckets, retryAfterMs);
   }
 
-  refund(buckets: PoolBucket[], n: number): Promise<unknown> {
-    return this.inner.refund(buckets, n);
+  refund(buckets: PoolBucket[], n: number, options?: { holder?: string; held?: number }): Promise<unknown> {
+    return this.inner.refund(buckets, n, options);
   }
 
   private async check(): Promise<void> {

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { timerDelayMs } from '../timer-delay.ts';
 /**
  * One process's share of a token bucket group (a provider's bucket, plus a tenant's when the event has
@@ -27,11 +28,11 @@ export interface TokenSource {
   acquire(
     buckets: PoolBucket[],
     n: number,
-    options?: { waitFor?: number },
+    options?: { waitFor?: number; holder?: string; held?: number },
   ): Promise<{ granted: number; waitMs: number; tokensLeft?: number[] }>;
   /** Blocks the buckets fleet-wide for `retryAfterMs` from now (a provider's 429). */
   blockUntil(buckets: PoolBucket[], retryAfterMs: number): Promise<unknown>;
-  refund(buckets: PoolBucket[], n: number): Promise<unknown>;
+  refund(buckets: PoolBucket[], n: number, options?: { holder?: string; held?: number }): Promise<unknown>;
 }
 
 /** Options of {@link TokenPool}. */
@@ -43,14 +44,19 @@ export interface TokenPoolOptions {
    * taken for. Default: two chunks; the consumer sets it to its send concurrency, the requests one
    * process has in flight per provider.
    *
-   * Why a window: a token counts against the provider only when its request arrives there. While the
-   * provider's own bucket is full (at the start of a burst, or after a quiet spell) it throws away the
-   * refill that tokens granted here but not yet sent would have used, while Aqueduct's bucket keeps
-   * earning it; the difference later comes back as 429s. The fleet can therefore run ahead of the
-   * provider by at most `window × processes` tokens, which the configured burst must leave as margin
-   * under the provider's (see docs/configuration.md, "Choosing the limits").
+   * What the pool holds it reports to Redis with every acquire (as the pool's `holder`), and the
+   * provider's bucket refills only up to its capacity minus what all pools hold: a token counts against
+   * the provider only when its request arrives there, and the provider's bucket, when full, loses the
+   * refill such tokens would have used, so Aqueduct's bucket must lose it too (see
+   * lua/includes/provider-bucket.lua). The window bounds how much a report can be stale by.
    */
   window?: number;
+  /**
+   * After this many ms holding nothing unanswered and with nobody waiting, the pool gives back what it
+   * holds and tells Redis it holds nothing (one call per idle spell), so that its last report stops
+   * holding the bucket back. Default 1000.
+   */
+  idleReportMs?: number;
   /** Back-off after the limiter failed (Redis unreachable, fail-closed). Default 1000 ms. */
   failureBackoffMs?: number;
   /** Told about limiter failures (for logs and metrics). */
@@ -84,6 +90,13 @@ export class TokenPool {
   private readonly waiters = new Map<string, { need: number; wake: () => void }>();
   private wakeTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  /** This pool's name among the bucket's holders: unique to it, so that its reports replace each other only. */
+  readonly holder = randomBytes(6).toString('base64url');
+  /** What Redis last recorded this pool as holding (an upper bound of what it holds since). */
+  private reported = 0;
+  private idleTimer: NodeJS.Timeout | undefined;
+  /** When the pool last handed out or got back tokens (epoch ms). */
+  private lastBusy = 0;
 
   constructor(source: TokenSource, buckets: PoolBucket[], options: TokenPoolOptions) {
     this.source = source;
@@ -92,6 +105,7 @@ export class TokenPool {
     const chunk = Math.max(1, Math.min(options.chunk, smallestCapacity));
     this.options = {
       failureBackoffMs: 1000,
+      idleReportMs: 1000,
       ...options,
       chunk,
       window: Math.max(1, Math.min(options.window ?? chunk * 2, smallestCapacity)),
@@ -119,6 +133,7 @@ export class TokenPool {
     if (this.credit >= wanted && this.out + wanted <= this.options.window) {
       this.credit -= wanted;
       this.out += wanted;
+      this.wokenNeed = Math.max(0, this.wokenNeed - wanted);
       return Promise.resolve(wanted);
     }
     return new Promise((resolve) => {
@@ -130,7 +145,9 @@ export class TokenPool {
   /** The sends of `n` taken tokens are answered (or will not happen): their room in the window is free. */
   release(n: number): void {
     this.out = Math.max(0, this.out - n);
+    this.lastBusy = Date.now();
     if (this.pending.length > 0) this.scheduleDrain();
+    else if (this.out === 0) this.armIdleReport();
   }
 
   /**
@@ -170,11 +187,36 @@ export class TokenPool {
   async close(): Promise<void> {
     this.closed = true;
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    if (this.idleTimer) clearTimeout(this.idleTimer);
     this.waiters.clear();
     for (const take of this.pending.splice(0)) take.resolve(0);
-    const held = this.credit;
+    await this.giveBack();
+  }
+
+  /**
+   * Gives the credit back and reports what is still out (nothing, once idle): one refund call, made only
+   * when Redis holds a report of this pool or there is credit to return.
+   */
+  private async giveBack(): Promise<void> {
+    const credit = this.credit;
+    if (credit === 0 && this.reported === 0) return;
     this.credit = 0;
-    if (held > 0) await this.source.refund(this.buckets, held).catch(() => {});
+    const held = this.out + this.asking;
+    this.reported = held;
+    await this.source.refund(this.buckets, credit, { holder: this.holder, held }).catch(() => {});
+  }
+
+  /** Reports an idle spell (see {@link TokenPoolOptions.idleReportMs}) once it has lasted. */
+  private armIdleReport(delayMs = this.options.idleReportMs): void {
+    if (this.idleTimer || this.closed || (this.reported === 0 && this.credit === 0)) return;
+    this.idleTimer = setTimeout(() => {
+      this.idleTimer = undefined;
+      if (this.closed || this.out > 0 || this.asking > 0 || this.pending.length > 0) return;
+      const idleFor = Date.now() - this.lastBusy;
+      if (idleFor < this.options.idleReportMs) this.armIdleReport(this.options.idleReportMs - idleFor);
+      else void this.giveBack();
+    }, delayMs);
+    this.idleTimer.unref?.();
   }
 
   private scheduleDrain(): void {
@@ -205,6 +247,7 @@ export class TokenPool {
       const share = Math.min(take.n, this.credit, this.options.window - this.out);
       this.credit -= share;
       this.out += share;
+      this.wokenNeed = Math.max(0, this.wokenNeed - share);
       take.resolve(share);
     }
     // Takes left waiting (the window was full) are served, or told the pool is dry, on the next round.
@@ -215,11 +258,20 @@ export class TokenPool {
   private async refill(wanted: number): Promise<void> {
     const missing = wanted - this.credit;
     if (missing <= 0 || this.closed || Date.now() < this.dryUntil) return;
+    // What this pool holds besides this ask (other asks on their way count as granted in full).
+    const held = this.credit + this.out + this.asking;
     this.asking += missing;
+    this.reported = held + missing;
     try {
       // The wait is for a whole chunk, not for this take: a throttled fleet then wakes for refills
-      // worth a Redis call each, instead of trickling.
-      const result = await this.source.acquire(this.buckets, missing, { waitFor: this.options.chunk });
+      // worth a Redis call each, instead of trickling. But never for more than the pool knows it needs
+      // (this take, the partitions waiting, and what those woken last needed, who are taking now): at the
+      // end of a backlog, a wait for tokens nobody wants is time the provider's allowance goes unused.
+      const result = await this.source.acquire(this.buckets, missing, {
+        waitFor: Math.min(this.options.chunk, missing + this.waitingNeed() + this.wokenNeed),
+        holder: this.holder,
+        held,
+      });
       this.credit += result.granted;
       if (result.granted < missing) this.dryUntil = Date.now() + Math.max(1, result.waitMs);
       this.options.onAcquire?.({
@@ -235,6 +287,16 @@ export class TokenPool {
     } finally {
       this.asking -= missing;
     }
+  }
+
+  /** What the partitions woken by the last refill needed, together, less what takes got since. */
+  private wokenNeed = 0;
+
+  /** What the partitions waiting for a refill need, together. */
+  private waitingNeed(): number {
+    let need = 0;
+    for (const waiter of this.waiters.values()) need += waiter.need;
+    return need;
   }
 
   private armWakeTimer(at: number): void {
@@ -257,6 +319,7 @@ export class TokenPool {
       return;
     }
     const waiters = [...this.waiters.values()];
+    this.wokenNeed = this.waitingNeed();
     this.waiters.clear();
     for (const waiter of waiters) waiter.wake();
   }

@@ -107,4 +107,41 @@ describe('TokenPool', () => {
     expect(calls).toHaveLength(2);
     expect(pool.dryUntilMs).toBeGreaterThan(Date.now());
   });
+
+  it('reports what it holds with every acquire, and that it holds nothing once idle, under its own name', async () => {
+    const reports: Array<{
+      call: string;
+      n: number;
+      holder?: string | undefined;
+      held?: number | undefined;
+    }> = [];
+    const source: TokenSource = {
+      async acquire(_buckets, n, options) {
+        reports.push({ call: 'acquire', n, holder: options?.holder, held: options?.held });
+        return { granted: n, waitMs: 0 };
+      },
+      async blockUntil() {},
+      async refund(_buckets, n, options) {
+        reports.push({ call: 'refund', n, holder: options?.holder, held: options?.held });
+      },
+    };
+    const pool = new TokenPool(source, buckets, { chunk: 200, window: 100, idleReportMs: 30 });
+    const other = new TokenPool(source, buckets, { chunk: 200 });
+    expect(pool.holder).not.toBe(other.holder);
+    expect(await pool.take(40)).toBe(40);
+    // Taken and not yet answered: the next acquire says so.
+    expect(await pool.take(60)).toBe(60);
+    expect(reports).toEqual([
+      { call: 'acquire', n: 40, holder: pool.holder, held: 0 },
+      { call: 'acquire', n: 60, holder: pool.holder, held: 40 },
+    ]);
+    pool.release(40);
+    await sleep(60);
+    expect(reports).toHaveLength(2); // 60 still out: not idle
+    pool.release(60);
+    await sleep(60);
+    expect(reports[2]).toEqual({ call: 'refund', n: 0, holder: pool.holder, held: 0 });
+    await sleep(60);
+    expect(reports).toHaveLength(3); // once per idle spell
+  });
 });
