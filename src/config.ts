@@ -172,7 +172,7 @@ export const configSchema = z.object({
   AQUEDUCT_SEND_CONCURRENCY: positiveInt
     .default(64)
     .describe(
-      'Pushes in flight at once per provider in each consumer process. Also the most tokens a process holds that the provider has not seen yet (or a tenth of a second of the rate, when that is more): leave replicas × that much of the provider\'s burst unused (docs/configuration.md, "Choosing the limits").',
+      "Pushes in flight at once per provider in each consumer process. Also the most tokens a process holds that the provider has not answered yet (or a tenth of a second of the rate, when that is more); the shared bucket refills only up to its burst minus what the processes hold, so no margin under the provider's limits is needed.",
     ),
   AQUEDUCT_MAX_ATTEMPTS: positiveInt
     .default(5)
@@ -186,6 +186,21 @@ export const configSchema = z.object({
     .describe(
       "Longest fleet-wide block a provider's project-wide 429 can set, in ms: a longer Retry-After (or a proxy's absurd one) is cut to this, in the consumer and in Redis alike.",
     ),
+  AQUEDUCT_RATE_CUT: positive
+    .max(1)
+    .default(0.85)
+    .describe(
+      "After a provider's project-wide 429 (beside the fleet block), the fleet sends at this share of the rate it sent at: the provider is slower than configured. 1 turns this off.",
+    ),
+  AQUEDUCT_RATE_CUT_HOLD_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(10_000)
+    .describe('How long a cut rate holds before it climbs back, in ms.'),
+  AQUEDUCT_RATE_RECOVERY_PER_SECOND: positive
+    .default(0.02)
+    .describe('After the hold, the share of the configured rate a cut rate regains each second.'),
   AQUEDUCT_MAX_RETRY_DELAY_MS: positiveInt
     .max(MAX_TIMER_MS)
     .default(3_600_000)

@@ -102,6 +102,11 @@ export async function startConsumerApp(
     keyPrefix: config.AQUEDUCT_REDIS_PREFIX,
     failurePolicy: config.AQUEDUCT_LIMITER_FAILURE_POLICY,
     maxBlockMs: config.AQUEDUCT_MAX_FLEET_BLOCK_MS,
+    adaptiveRate: {
+      cut: config.AQUEDUCT_RATE_CUT,
+      holdMs: config.AQUEDUCT_RATE_CUT_HOLD_MS,
+      recoveryPerSecond: config.AQUEDUCT_RATE_RECOVERY_PER_SECOND,
+    },
     onFailOpen: (error) =>
       logger.warn({ err: errorSummary(error) }, 'limiter failed open: sending unmetered'),
   });
