@@ -108,6 +108,48 @@ export class ApnsProvider implements PushProvider {
     diagnosticsChannel.subscribe('http2.client.stream.finish', this.onFinish);
   }
 
+  /**
+   * Opens the HTTP/2 session to APNs before the first send (its TLS handshake), so that a process's
+   * first window of sends does not wait for it while their tokens tick away. node-apn opens the session
+   * lazily on its first request; its client's `connect()` does the same without a request. Resolves with
+   * the sessions opened (0 or 1); never throws: a failure shows on the first send instead.
+   */
+  async warmUp(timeoutMs = 5000): Promise<number> {
+    type Session = {
+      connecting?: boolean;
+      destroyed?: boolean;
+      once(event: string, listener: () => void): void;
+    };
+    const client = (
+      this.provider as unknown as { client?: { connect?: () => Promise<unknown>; session?: Session } }
+    ).client;
+    if (typeof client?.connect !== 'function') return 0;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<number>((resolve) => {
+      timer = setTimeout(() => resolve(0), timeoutMs);
+    });
+    const connected = async (): Promise<number> => {
+      await client.connect?.();
+      const session = client.session;
+      if (!session || session.destroyed) return 0;
+      if (session.connecting) {
+        // connect() resolves once the session is created; the TLS handshake ends with its 'connect'.
+        await new Promise<void>((resolve) => {
+          session.once('connect', resolve);
+          session.once('close', resolve);
+        });
+      }
+      return session.destroyed ? 0 : 1;
+    };
+    try {
+      return await Promise.race([connected(), timeout]);
+    } catch {
+      return 0;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   send(batch: readonly PushRequest[]): Promise<PushOutcome[]> {
     return mapBounded(batch, this.limit, (request) => this.sendOne(request.event));
   }

@@ -24,6 +24,8 @@ export interface ApnsSimulator extends RunningSimulator {
   readonly kind: 'apns';
   /** The plain-HTTP control port, when `statsPort` was given. */
   readonly statsPort: number | undefined;
+  /** TLS connections accepted so far (each one is a handshake a client paid for). */
+  tlsConnections(): number;
 }
 
 /**
@@ -120,6 +122,10 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
     });
   });
 
+  let tlsConnections = 0;
+  server.on('secureConnection', () => {
+    tlsConnections += 1;
+  });
   const host = options.host ?? '127.0.0.1';
   const port = await listen(server, host, options.port ?? 0);
   let statsServer: http.Server | undefined;
@@ -161,6 +167,7 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
     records: () => core.records(),
     admissions: () => core.admissions(),
     throttles: () => core.throttles(),
+    tlsConnections: () => tlsConnections,
     faults: () => core.faults,
     setFaults: (update) => core.setFaults(update),
     reset: (limits) => core.reset(limits),

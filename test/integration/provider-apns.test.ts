@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   ApnsProvider,
   type PushProvider,
@@ -50,6 +50,33 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
     await apns.close();
     await sim.close();
     files.cleanup();
+  });
+
+  it('warmUp opens the HTTP/2 session that the first sends then use (no handshake on the first push)', async () => {
+    const cold = apnsFromSettings(
+      {
+        APNS_KEY_FILE: files.write('AuthKey-warm.p8', keyPem),
+        APNS_KEY_ID: 'KEY1234567',
+        APNS_TEAM_ID: 'TEAM123456',
+        APNS_TOPIC: 'dev.aqueduct.test',
+        APNS_PRODUCTION: 'false',
+        APNS_ENDPOINT: sim.url,
+        APNS_CA_FILE: files.write('apns-warm.pem', sim.caPem),
+      },
+      { maxInFlight: 4 },
+    );
+    try {
+      const before = sim.tlsConnections();
+      expect(await cold.warmUp?.()).toBe(1);
+      // The server counts the handshake on its side of the same event loop, a tick after the client.
+      await vi.waitFor(() => expect(sim.tlsConnections() - before).toBe(1));
+      expect(sim.stats().requests).toBe(0); // no push was sent: nothing counted, no token taken
+      const outcomes = await cold.send(Array.from({ length: 4 }, () => apnsPush()));
+      expect(outcomes.every((o) => o.kind === 'delivered')).toBe(true);
+      expect(sim.tlsConnections() - before).toBe(1);
+    } finally {
+      await cold.close();
+    }
   });
 
   it('delivers with a verified provider token, mapping every event field onto the APNs request', async () => {
