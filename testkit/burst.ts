@@ -300,7 +300,34 @@ interface ProviderFigures {
   steadySeconds: number;
   envelopeRatio: number;
   requestEnvelopeRatio: number;
+  /**
+   * Where the rest of the envelope went, replaying the provider's bucket over the requests it admitted:
+   * refill thrown away while the bucket was full (nobody sent), and tokens still in it at the last arrival.
+   */
+  envelopeUnused: { whileFull: number; leftAtEnd: number };
   provider429: number;
+}
+
+/** The provider's bucket replayed over its admissions from `first` to `last` (all epoch ms). */
+function envelopeUnused(
+  admissions: readonly number[],
+  first: number,
+  last: number,
+  limit: { rate: number; burst: number },
+): { whileFull: number; leftAtEnd: number } {
+  let level = limit.burst;
+  let at = first;
+  let whileFull = 0;
+  for (const admitted of admissions) {
+    if (admitted < first || admitted > last) continue;
+    const refill = ((admitted - at) / 1000) * limit.rate;
+    whileFull += Math.max(0, level + refill - limit.burst);
+    level = Math.min(limit.burst, level + refill) - 1;
+    at = admitted;
+  }
+  const refill = ((last - at) / 1000) * limit.rate;
+  whileFull += Math.max(0, level + refill - limit.burst);
+  return { whileFull: Math.round(whileFull), leftAtEnd: Math.round(Math.min(limit.burst, level + refill)) };
 }
 
 function providerFigures(
@@ -327,6 +354,7 @@ function providerFigures(
     steadySeconds: round(steady.seconds, 2),
     envelopeRatio: arrivals.length === 0 ? 0 : round(arrivals.length / envelope, 4),
     requestEnvelopeRatio: arrivals.length === 0 ? 0 : round(used / envelope, 4),
+    envelopeUnused: envelopeUnused(admissions, first, last, options.provider),
     provider429: simulator.stats().throttled,
   };
 }

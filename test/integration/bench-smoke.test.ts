@@ -14,7 +14,8 @@ describe('benchmark smoke runs', () => {
     const result = await runBurstBench({
       kafkaBrokers: inject('kafkaBrokers'),
       events: 300,
-      consumers: 2,
+      consumers: [2],
+      runs: 1,
       partitions: 2,
       outDir,
       log: () => {},
@@ -31,6 +32,16 @@ describe('benchmark smoke runs', () => {
     );
     expect(readFileSync(join(outDir, 'burst.svg'), 'utf8')).toMatch(/^<svg[\s\S]*<\/svg>\n$/);
     expect(burstTable(result)).toContain('| envelopeRatio |');
+    expect(json.runs).toHaveLength(1);
+    expect(Object.keys(json.runs[0])).toEqual(
+      expect.arrayContaining([
+        'consumers',
+        'providerRate',
+        'aqueductBurst',
+        'provider429',
+        'requestEnvelopeRatio',
+      ]),
+    );
   }, 180_000);
 
   it('overhead: raw kafkajs and the pipeline both drain the topic and report throughput and RSS', async () => {
