@@ -57,6 +57,11 @@ export function deviceStormTable(r: ScenarioResult & { setup?: { flood?: typeof 
     `| duplicates | ${r.duplicates} | = 0 |`,
     `| provider-wide 429s | ${r.provider429} | = 0 |`,
     `| device 429s (the flooded device's) | ${r.deviceThrottled} | |`,
+    ...(r.floodedDevice
+      ? [
+          `| flooded device: its events over (its limit's time) | ${r.floodedDevice.seconds} s (${r.floodedDevice.idealSeconds} s) = ${r.floodedDevice.ofDeviceLimit} of its limit | |`,
+        ]
+      : []),
     `| delivered / dead-lettered / invalid tokens | ${r.delivered} / ${r.deadLettered} / ${r.invalidTokens} | |`,
     `| seconds until every event had its outcome | ${r.seconds} | |`,
   ].join('\n');

@@ -8,6 +8,13 @@ import { LocalKafka, LocalRedis } from '../src/services/index.ts';
 import { type FaultResult, type FaultRunOptions, runFaultScenario } from '../testkit/faults.ts';
 import { FUZZ_KINDS, fuzzMessages } from '../testkit/fuzz.ts';
 import {
+  CHATTY_DEVICE,
+  type ChattyDeviceRun,
+  chattyDeviceRun,
+  chattyDeviceTable,
+  recordChattyDeviceRun,
+} from './chatty-device.ts';
+import {
   DEVICE_STORM,
   deviceStormTable,
   OTHER_DEVICES_TARGET,
@@ -28,6 +35,10 @@ import { machine } from './machine.ts';
  * - `deviceStorm`: one APNs device flooded among the others while the providers hold each device to
  *   a few pushes a second and answer 429 TooManyRequests beyond it; its figures (with the other
  *   devices' delivered rate against the bucket's) go to bench/results/device-storm.json;
+ * - `chattyDevice`: issue 16's scenario: 10 000 events for distinct devices and 300 for one chatty APNs
+ *   device, every device held to 20 pushes a second, run with the chatty device and, right after, without
+ *   it; how long the other devices take to drain at each provider against the time the bucket needs, and
+ *   the chatty device's pace against its limit, go to bench/results/chatty-device.json (every run kept);
  * - `hostileClients`: slow bodies, floods of invalid batches, huge headers and forged baggage against
  *   `aqueduct serve`, alongside normal traffic (bench/hostile-clients.ts); its figures go to
  *   bench/results/hostile-clients.json.
@@ -52,11 +63,15 @@ export const SCENARIOS = [
   'providerStorm',
   'badInput',
   'deviceStorm',
+  'chattyDevice',
   'hostileClients',
 ] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
-/** The scenarios run on consumers during a burst (all but hostileClients, which runs on the gateway). */
-type ConsumerScenario = Exclude<ScenarioName, 'hostileClients'>;
+/**
+ * The scenarios run on consumers during a burst (all but hostileClients, which runs on the gateway, and
+ * chattyDevice, which runs a burst twice and has figures of its own).
+ */
+type ConsumerScenario = Exclude<ScenarioName, 'hostileClients' | 'chattyDevice'>;
 
 export interface FaultsBenchOptions {
   scenarios: readonly ScenarioName[];
@@ -81,6 +96,7 @@ export interface FaultsBenchResult {
   setup: Record<string, unknown>;
   results: Partial<Record<ConsumerScenario, ScenarioResult>>;
   hostileClients?: HostileClientsResult;
+  chattyDevice?: ChattyDeviceRun;
   allTargetsMet: boolean;
 }
 
@@ -131,6 +147,7 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
   log(`logs: ${logDir}`);
   const results: FaultsBenchResult['results'] = {};
   let hostileClients: HostileClientsResult | undefined;
+  let chattyDevice: ChattyDeviceRun | undefined;
   try {
     const common: Omit<FaultRunOptions, 'name'> = {
       kafkaBrokers: kafka.brokers,
@@ -225,6 +242,31 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
     };
     for (const name of options.scenarios) {
       log(`== ${name}`);
+      if (name === 'chattyDevice') {
+        // No dead tokens: every request for the other devices is an acceptance, so their drain is
+        // counted from the simulators' records alone.
+        const chatty = {
+          ...common,
+          events: CHATTY_DEVICE.otherEvents,
+          deadTokenRatio: 0,
+          injectAfterDelivered: 0,
+        };
+        const limit = { deviceRate: CHATTY_DEVICE.deviceRate, deviceBurst: CHATTY_DEVICE.deviceBurst };
+        const withChatty = await runFaultScenario({
+          ...chatty,
+          name: 'chattyDevice',
+          flood: { events: CHATTY_DEVICE.events, ...limit },
+        });
+        log(`  with the chatty device: ${JSON.stringify(withChatty)}`);
+        const without = await runFaultScenario({
+          ...chatty,
+          name: 'chattyDeviceAlone',
+          flood: { events: 0, ...limit },
+        });
+        log(`  without it: ${JSON.stringify(without)}`);
+        chattyDevice = chattyDeviceRun(withChatty, without, machine());
+        continue;
+      }
       if (name === 'hostileClients') {
         hostileClients = await runHostileClients({
           kafka: createKafka({ brokers: kafka.brokers, clientId: 'bench-hostile' }),
@@ -275,16 +317,18 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
     },
     results,
     ...(hostileClients ? { hostileClients } : {}),
+    ...(chattyDevice ? { chattyDevice } : {}),
     allTargetsMet:
       Object.values(results).every((r) => Object.values(r.targets).every((t) => t.met)) &&
-      Object.values(hostileClients?.targets ?? {}).every((t) => t.met),
+      Object.values(hostileClients?.targets ?? {}).every((t) => t.met) &&
+      Object.values(chattyDevice?.targets ?? {}).every((t) => t.met),
   };
   await mkdir(options.outDir, { recursive: true });
   // Each file holds the runs of its own scenarios: running hostileClients (or deviceStorm) alone keeps
   // faults.json.
   const { deviceStorm, ...faultResults } = results;
   if (Object.keys(faultResults).length > 0) {
-    const { hostileClients: _separate, ...faults } = result;
+    const { hostileClients: _separate, chattyDevice: _own, ...faults } = result;
     await writeFile(
       join(options.outDir, 'faults.json'),
       `${JSON.stringify({ ...faults, results: faultResults }, null, 2)}\n`,
@@ -298,6 +342,15 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
       provider: PROVIDER,
       aqueductConfig: AQUEDUCT,
       machine: result.machine,
+    });
+  }
+  if (chattyDevice) {
+    await recordChattyDeviceRun(options.outDir, chattyDevice, {
+      consumers: options.consumers,
+      partitions: options.partitions,
+      provider: PROVIDER,
+      aqueductConfig: AQUEDUCT,
+      deadTokenRatio: 0,
     });
   }
   if (hostileClients) {
@@ -337,7 +390,10 @@ const FIGURES = [
 export function faultsTable(result: FaultsBenchResult): string {
   const names = SCENARIOS.filter(
     (name): name is ConsumerScenario =>
-      name !== 'hostileClients' && name !== 'deviceStorm' && result.results[name] !== undefined,
+      name !== 'hostileClients' &&
+      name !== 'chattyDevice' &&
+      name !== 'deviceStorm' &&
+      result.results[name] !== undefined,
   );
   const rows = FIGURES.map((figure) => {
     const cells = names.map((name) => {
@@ -386,6 +442,19 @@ export async function main(): Promise<void> {
   const storm = result.results.deviceStorm;
   if (storm) console.log(deviceStormTable(storm));
   if (result.hostileClients) console.log(hostileClientsTable(result.hostileClients));
+  if (result.chattyDevice) {
+    console.log(
+      chattyDeviceTable({
+        scenario: 'faults/chattyDevice',
+        command: '',
+        setup: {},
+        runs: [result.chattyDevice],
+      }),
+    );
+    for (const [figure, t] of Object.entries(result.chattyDevice.targets)) {
+      if (!t.met) console.log(`MISSED chattyDevice.${figure} ${t.target}: ${t.value}`);
+    }
+  }
   for (const [figure, t] of Object.entries(result.hostileClients?.targets ?? {})) {
     if (!t.met) console.log(`MISSED hostileClients.${figure} ${t.target}: ${t.value}`);
   }

@@ -1,6 +1,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { type BurstBenchResult, burstMarkdown } from './burst.ts';
+import { type ChattyDeviceResult, chattyDeviceTable } from './chatty-device.ts';
 import { deviceStormTable } from './device-storm.ts';
 import { type FaultsBenchResult, faultsTable } from './faults.ts';
 import { type GatewayBenchResult, gatewayTable } from './gateway.ts';
@@ -20,6 +21,7 @@ const renderers: Record<string, (result: never) => string> = {
   overhead: (result: Parameters<typeof overheadMarkdown>[0]) => overheadMarkdown(result),
   faults: (result: FaultsBenchResult) => faultsTable(result),
   'device-storm': (result: Parameters<typeof deviceStormTable>[0]) => deviceStormTable(result),
+  'chatty-device': (result: ChattyDeviceResult) => chattyDeviceTable(result),
 };
 
 const root = new URL('..', import.meta.url);

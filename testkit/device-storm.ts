@@ -57,3 +57,77 @@ export function otherDevicesRate(
     ofBucketRate: Math.round((perSecond / bucket.rate) * 1000) / 1000,
   };
 }
+
+/** The flooded device's deliveries against its own limit at the provider. */
+export interface FloodedDeviceRate {
+  /** Flood events the provider accepted. */
+  delivered: number;
+  /** From its first acceptance to its last. */
+  seconds: number;
+  /** What its limit needs for them: all but the burst at the device's rate. */
+  idealSeconds: number;
+  /** idealSeconds / seconds: 1 is the device's own limit, met exactly. */
+  ofDeviceLimit: number;
+}
+
+/**
+ * How close the flooded device's events came to its own limit: the provider's device bucket lets
+ * `burst` through at once and then `rate` a second, so `delivered` acceptances need at least
+ * (delivered − burst) / rate seconds from the first to the last.
+ */
+export function floodedDeviceRate(
+  simulator: Simulators['fcm'] | Simulators['apns'],
+  floodIds: ReadonlySet<string>,
+  device: { rate: number; burst: number },
+): FloodedDeviceRate {
+  const arrivals = simulator
+    .records()
+    .filter((r) => r.eventId !== undefined && floodIds.has(r.eventId))
+    .map((r) => r.arrivedAtMs)
+    .sort((a, b) => a - b);
+  const seconds = arrivals.length < 2 ? 0 : ((arrivals.at(-1) as number) - (arrivals[0] as number)) / 1000;
+  const idealSeconds = Math.max(0, arrivals.length - device.burst) / device.rate;
+  return {
+    delivered: arrivals.length,
+    seconds: Math.round(seconds * 100) / 100,
+    idealSeconds: Math.round(idealSeconds * 100) / 100,
+    ofDeviceLimit: seconds > 0 ? Math.round((idealSeconds / seconds) * 1000) / 1000 : 0,
+  };
+}
+
+/** How long the other devices' events took to drain at one provider, against the bucket's time for them. */
+export interface OtherDevicesDrain {
+  /** Other devices' events the provider accepted. */
+  delivered: number;
+  /** From the first of them to the last. */
+  seconds: number;
+  /** What Aqueduct's bucket needs for them: all but its burst at its rate. */
+  idealSeconds: number;
+  /** idealSeconds / seconds. */
+  ofIdeal: number;
+}
+
+/**
+ * The other devices' drain at a provider: from the first of their events the provider accepted to the
+ * last, against the (delivered − burst) / rate seconds Aqueduct's bucket needs for that many (a run
+ * with no dead tokens, so that every request for them is an acceptance).
+ */
+export function otherDevicesDrain(
+  simulator: Simulators['fcm'] | Simulators['apns'],
+  floodIds: ReadonlySet<string>,
+  bucket: { rate: number; burst: number },
+): OtherDevicesDrain {
+  const times = simulator
+    .records()
+    .filter((r) => r.eventId === undefined || !floodIds.has(r.eventId))
+    .map((r) => r.arrivedAtMs)
+    .sort((a, b) => a - b);
+  const seconds = times.length < 2 ? 0 : ((times.at(-1) as number) - (times[0] as number)) / 1000;
+  const idealSeconds = Math.max(0, times.length - bucket.burst) / bucket.rate;
+  return {
+    delivered: times.length,
+    seconds: Math.round(seconds * 100) / 100,
+    idealSeconds: Math.round(idealSeconds * 100) / 100,
+    ofIdeal: seconds > 0 ? Math.round((idealSeconds / seconds) * 1000) / 1000 : 0,
+  };
+}

@@ -9,7 +9,14 @@ import { ensureTopicFamily, SINGLE_BROKER_DURABILITY } from '../src/kafka/topics
 import { generateEvents } from '../src/publish/generate.ts';
 import { messageKey } from '../src/publish/publisher.ts';
 import type { SimulatorFaults } from '../src/simulators/faults.ts';
-import { type OtherDevicesRate, otherDevicesRate } from './device-storm.ts';
+import {
+  type FloodedDeviceRate,
+  floodedDeviceRate,
+  type OtherDevicesDrain,
+  type OtherDevicesRate,
+  otherDevicesDrain,
+  otherDevicesRate,
+} from './device-storm.ts';
 import { type ConsumerProcess, consumerCrashes, fleetEnv, spawnFleet } from './fleet.ts';
 import type { FuzzMessage } from './fuzz.ts';
 import { type Ledger, outcomesSoFar, takeLedger } from './ledger.ts';
@@ -86,6 +93,10 @@ export interface FaultResult extends Omit<Ledger, 'lostSamples'> {
   notes: string[];
   /** With `flood`: how fast each provider delivered the other devices' events (see otherDevicesRate). */
   otherDevices?: Record<'fcm' | 'apns', OtherDevicesRate>;
+  /** With `flood`: how long each provider took for the other devices' events (see otherDevicesDrain). */
+  otherDevicesDrain?: Record<'fcm' | 'apns', OtherDevicesDrain>;
+  /** With `flood`: the flooded device's deliveries against its own limit (see floodedDeviceRate). */
+  floodedDevice?: FloodedDeviceRate;
 }
 
 /**
@@ -276,6 +287,18 @@ export async function runFaultScenario(options: FaultRunOptions): Promise<FaultR
               fcm: otherDevicesRate(simulators.fcm, floodIds, options.aqueduct),
               apns: otherDevicesRate(simulators.apns, floodIds, options.aqueduct),
             },
+            otherDevicesDrain: {
+              fcm: otherDevicesDrain(simulators.fcm, floodIds, options.aqueduct),
+              apns: otherDevicesDrain(simulators.apns, floodIds, options.aqueduct),
+            },
+            ...(floodIds.size > 0
+              ? {
+                  floodedDevice: floodedDeviceRate(simulators.apns, floodIds, {
+                    rate: options.flood.deviceRate,
+                    burst: options.flood.deviceBurst,
+                  }),
+                }
+              : {}),
           }
         : {}),
       notes: [
