@@ -171,6 +171,7 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
     faults: () => core.faults,
     setFaults: (update) => core.setFaults(update),
     reset: (limits) => core.reset(limits),
+    setLimits: (limits) => core.setLimits(limits),
     env: (caFile) => ({ APNS_ENDPOINT: url, APNS_CA_FILE: caFile }),
     close: async () => {
       await Promise.all([closeServer(server), statsServer ? closeServer(statsServer) : undefined]);

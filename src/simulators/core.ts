@@ -188,6 +188,19 @@ export class SimulatorCore {
     });
   }
 
+  /**
+   * Changes the provider's rate and burst from now on, keeping its bucket's level, records and counts: a
+   * provider that turns slower (or recovers) while traffic flows.
+   */
+  setLimits(limits: { rate?: number; burst?: number }): void {
+    const now = performance.now();
+    this.bucket = this.bucket.retuned(
+      limits.rate ?? this.bucket.rate,
+      limits.burst ?? this.bucket.burst,
+      now,
+    );
+  }
+
   /** Forgets records and counts and refills the buckets, optionally with new limits. */
   reset(limits: SimulatorLimits = {}): void {
     Object.assign(this.stats, emptyStats());

@@ -158,6 +158,7 @@ export async function startFcmSimulator(options: FcmSimulatorOptions = {}): Prom
     faults: () => core.faults,
     setFaults: (update) => core.setFaults(update),
     reset: (limits) => core.reset(limits),
+    setLimits: (limits) => core.setLimits(limits),
     env: (caFile) => ({ FCM_ENDPOINT: url, FCM_CA_FILE: caFile, FCM_PROJECT_ID: projectId }),
     close: () => closeServer(server),
   };

@@ -73,6 +73,8 @@ export interface RunningSimulator {
   setFaults(update: Partial<SimulatorFaults>): SimulatorFaults;
   /** Forgets counts and records and refills the buckets (optionally with new limits). */
   reset(limits?: SimulatorLimits): void;
+  /** Changes the provider's rate and burst from now on, keeping the bucket's level, records and counts. */
+  setLimits(limits: { rate?: number; burst?: number }): void;
   /** The environment that points Aqueduct here, given where the certificate was written. */
   env(caFile: string): Record<string, string>;
   close(): Promise<void>;

@@ -37,6 +37,13 @@ export class TokenBucket {
     this.tokens = Math.min(this.burst, this.tokens + 1);
   }
 
+  /** The same bucket with other limits from `nowMs` on: its level carries over (at most the new burst). */
+  retuned(rate: number, burst: number, nowMs: number): TokenBucket {
+    const next = new TokenBucket(rate, burst, nowMs);
+    next.tokens = Math.min(burst, this.available(nowMs));
+    return next;
+  }
+
   /** Tokens available at `nowMs` (for /stats). */
   available(nowMs: number): number {
     const elapsed = Math.max(0, nowMs - this.lastMs);

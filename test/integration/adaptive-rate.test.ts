@@ -1,0 +1,76 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { TokenBucketLimiter } from '../../src/limiter/index.ts';
+import { generateEvents } from '../../src/publish/generate.ts';
+import { publishEvents } from '../../src/publish/publisher.ts';
+import { type Rig, startRig } from '../helpers/pipeline.ts';
+
+let rig: Rig | undefined;
+afterEach(async () => {
+  await rig?.close();
+  rig = undefined;
+});
+
+/** Aqueduct's configured limits, as the provider publishes them. */
+const CONFIGURED = { rate: 200, burst: 200 };
+/** The provider turns out slower: 90 % of the configured rate. */
+const SLOW_RATE = 180;
+const EVENTS = 7000;
+
+async function fcmBucket(rig: Rig) {
+  const [bucket] = await new TokenBucketLimiter(rig.redis, { keyPrefix: 'aqueduct' }).inspect('fcm');
+  return bucket;
+}
+
+describe('a provider slower than configured (real Kafka, Redis, simulator, consumer processes, default adaptation)', () => {
+  it('is found out: its 429s stop within 5 s of the first, and the rate climbs back to the configured one once the provider recovers', async () => {
+    rig = await startRig({
+      partitions: 4,
+      ...CONFIGURED,
+      simulator: { rate: SLOW_RATE, burst: CONFIGURED.burst },
+      // Small chunks, so that the delivered rate over a few seconds is smooth enough to read.
+      env: { AQUEDUCT_ACQUIRE_CHUNK: '20' },
+    });
+    const events = [...generateEvents({ count: EVENTS, apnsRatio: 0, deadTokenRatio: 0 })];
+    await publishEvents(rig.kafka, events, { topic: rig.topic });
+    await Promise.all([rig.startConsumer('a'), rig.startConsumer('b')]);
+    const fcm = rig.simulators.fcm;
+    const projectThrottles = () => fcm.throttles().filter((t) => t.scope === 'provider');
+
+    // Down: the first 429 comes once the provider's slower refill has fallen behind.
+    await expect.poll(() => projectThrottles().length, { timeout: 60_000, interval: 100 }).toBeGreaterThan(0);
+    const first = projectThrottles()[0]?.atMs as number;
+    await sleep(Math.max(0, first + 12_000 - Date.now()));
+    const late = projectThrottles().filter((t) => t.atMs > first + 5000);
+    expect(late, `429s more than 5 s after the first (at ${new Date(first).toISOString()})`).toEqual([]);
+    expect((await fcmBucket(rig))?.rateFactor).toBeLessThan(1);
+    const during = projectThrottles().length;
+
+    // Up: the provider recovers (here beyond the configured rate); the rate climbs back to the
+    // configured one, never above it.
+    fcm.setLimits({ rate: 2 * CONFIGURED.rate });
+    await expect
+      .poll(async () => (await fcmBucket(rig as Rig))?.rateFactor, { timeout: 60_000, interval: 500 })
+      .toBe(1);
+    const from = Date.now();
+    await sleep(5000);
+    const to = Date.now();
+    const delivered = fcm.records().filter((r) => r.arrivedAtMs >= from && r.arrivedAtMs < to).length;
+    const rate = delivered / ((to - from) / 1000);
+    console.log(
+      `429s: ${during}, all within ${((projectThrottles().at(-1)?.atMs as number) - first) / 1000} s of the first; back at the configured rate: ${rate.toFixed(1)}/s delivered`,
+    );
+    expect(rate).toBeGreaterThan(0.9 * CONFIGURED.rate);
+    expect(rate).toBeLessThanOrEqual(CONFIGURED.rate + CONFIGURED.burst / 5);
+    expect(projectThrottles()).toHaveLength(during);
+
+    // Nothing lost, nothing pushed twice: the throttled sends were retried.
+    const ledger = await rig.settle(
+      events.map((e) => e.id as string),
+      120_000,
+    );
+    expect(ledger.delivered.size).toBe(EVENTS);
+    expect(ledger.acceptedTotal).toBe(EVENTS);
+    expect(ledger.deadLettered).toEqual([]);
+  }, 240_000);
+});
