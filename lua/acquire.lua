@@ -37,7 +37,9 @@
     'granted waitMs blockedUntilMs nowMicros tokensLeft[1] ... tokensLeft[k]'
     blockedUntilMs: empty (two spaces in a row) when no block is active
     waitMs: ms until waitFor more tokens are available in every bucket and no block is active
-            (rounded up; 0 when waitFor is 0)
+            (rounded up; 0 when waitFor is 0); for a caller granted less than n, the refill of KEYS[1]
+            promised to other holders comes first (promised:<holder>, includes/provider-bucket.lua), and
+            the time this holder is told becomes its promise
     tokensLeft: with up to 17 significant digits, so the double round-trips exactly
 
   Error replies (nothing is written; the format is includes/arguments.lua's):
@@ -127,13 +129,13 @@ local states = k > 1 and {} or nil
 local first = nil
 local available, smallest_capacity, blocked_until = huge, huge, nil
 -- KEYS[1]'s holders and rate cut: held by all holders, lapsed holder fields, the cut field.
-local provider_held, stale, cut = 0, nil, nil
+local provider_held, stale, cut, promised, own_promise = 0, nil, nil, nil, false
 -- The share of KEYS[1]'s rate it refills at now (for the wait).
 local factor_now = 1
 for i = 1, k do
   local state
   if i == 1 then
-    state, provider_held, stale, cut = read_provider_bucket(KEYS[1], now_ms)
+    state, provider_held, stale, cut, promised, own_promise = read_provider_bucket(KEYS[1], now_ms, holder)
   else
     state = call('HMGET', KEYS[i], 'tokens', 'ts', 'blocked_until', 'config')
   end
@@ -191,22 +193,32 @@ local most_waitable = smallest_capacity + EPSILON
 most_waitable = most_waitable - most_waitable % 1
 if want > most_waitable then want = most_waitable end
 local wait_ms = 0
+-- A holder that got less than it asked for will come back: KEYS[1]'s refill until the latest promise
+-- of another holder is for the holders told to come back by then, so this one is told to come back
+-- for what accrues after that, and that time is its promise.
+local short = granted < n and holder ~= ''
+local promise = nil
 if want > 0 then
   local wait_us = 0
   for i = 1, k do
     local left = (states and states[i] or first)[1] - granted
     if left < 0 then left = 0 end
-    local deficit = want - left
-    if deficit > 0 then
-      local us = deficit / (i == 1 and ARGV[4] * factor_now or ARGV[2 + 2 * i]) * 1000000
-      if us > wait_us then wait_us = us end
+    local rate = i == 1 and ARGV[4] * factor_now or ARGV[2 + 2 * i]
+    local us
+    if i == 1 and short and promised and promised > now then
+      us = promised - now + want / rate * 1000000
+    else
+      local deficit = want - left
+      us = deficit > 0 and deficit / rate * 1000000 or 0
     end
+    if us > wait_us then wait_us = us end
   end
   if blocked_until then
     local us = blocked_until * 1000 - now
     if us > wait_us then wait_us = us end
   end
   wait_ms = math.ceil(wait_us / 1000)
+  if short then promise = format('%d', now + wait_us) end
 end
 
 -- Write every bucket back. The TTL is renewed by the first call in each epoch of minTtlSeconds / 2 of
@@ -233,13 +245,20 @@ for i = 1, k do
   local previous, block = state[2], state[3]
   local blocked = block and block > now_ms
   local config = state[4]
-  if i == 1 and holder ~= '' and held + granted > 0 then
-    local entry = format('%d', held + granted) .. ' ' .. format('%d', now_ms + lease)
-    if config == true then
-      call('HSET', key, 'tokens', level_text, 'ts', now_text, 'held:' .. holder, entry)
-    else
-      call('HSET', key, 'tokens', level_text, 'ts', now_text, 'config', config, 'held:' .. holder, entry)
+  if i == 1 and (promise or holder ~= '' and held + granted > 0) then
+    local fields = { 'tokens', level_text, 'ts', now_text }
+    if config ~= true then
+      fields[5], fields[6] = 'config', config
     end
+    if holder ~= '' and held + granted > 0 then
+      fields[#fields + 1] = 'held:' .. holder
+      fields[#fields + 1] = format('%d', held + granted) .. ' ' .. format('%d', now_ms + lease)
+    end
+    if promise then
+      fields[#fields + 1] = 'promised:' .. holder
+      fields[#fields + 1] = promise
+    end
+    call('HSET', key, unpack(fields))
   elseif config == true then
     call('HSET', key, 'tokens', level_text, 'ts', now_text) -- the common case
   else -- config (rate, capacity, minTtlSeconds) is stored for `aqueduct inspect` and to notice changes
@@ -250,6 +269,10 @@ for i = 1, k do
     if holder ~= '' and held + granted == 0 then
       stale = stale or {}
       stale[#stale + 1] = 'held:' .. holder
+    end
+    if own_promise and not promise then -- served: its turn is over
+      stale = stale or {}
+      stale[#stale + 1] = 'promised:' .. holder
     end
     if cut and factor_now >= 1 then
       stale = stale or {}

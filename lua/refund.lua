@@ -14,7 +14,7 @@
   ARGV[2 + 2i]      capacity of KEYS[i], a finite number >= 1
   ARGV[3 + 2k]      holder: who gives back ('' for nobody in particular)
   ARGV[4 + 2k]      held: an integer >= 0, what the holder still holds after giving these back; its
-                    entry becomes that (0 removes it)
+                    entry becomes that (0 removes it, and its promise, if any)
   ARGV[5 + 2k]      leaseMs: an integer >= 1, how long the entry counts without a newer report
 
   Hash fields:      writes tokens, ts, config (as acquire.lua) and the holder's entry on KEYS[1]; reads
@@ -65,7 +65,7 @@ for i = 1, k do
   local state
   if i == 1 then
     local provider_held, stale, cut
-    state, provider_held, stale, cut = read_provider_bucket(key, now_ms)
+    state, provider_held, stale, cut = read_provider_bucket(key, now_ms, holder)
     local ts = tonumber(state[2])
     local room = capacity - provider_held
     if room < 0 then room = 0 end
@@ -73,9 +73,10 @@ for i = 1, k do
     if holder ~= '' then
       if held > 0 then
         redis.call('HSET', key, 'held:' .. holder, number_text(held) .. ' ' .. number_text(now_ms - now_ms % 1 + lease))
-      else
+      else -- it holds nothing and waits for nothing: no entry, no turn
         stale = stale or {}
         stale[#stale + 1] = 'held:' .. holder
+        stale[#stale + 1] = 'promised:' .. holder
       end
     end
     if stale then redis.call('HDEL', key, unpack(stale)) end

@@ -9,6 +9,12 @@
     cut             '<factor> <sinceMs> <holdMs> <recoveryPerSecond>': the provider throttled the project
                     at sinceMs, so the bucket refills at factor × rate; after holdMs the factor climbs
                     back by recoveryPerSecond per second until it is 1 again (then the field goes).
+    promised:<holder>  µs (server clock): the holder was granted less than it asked for and told to
+                    come back then (acquire.lua). The refill until the latest such time is promised to
+                    those holders, so another short holder is told to come back later, for what accrues
+                    after that: throttled consumers take turns, each finding a whole refill, instead of
+                    waking together to split one. A promise goes once its holder is served, reports that
+                    it holds nothing (refund.lua), or its time has passed.
 
   Why `held` caps the refill: a token counts against the provider when its request arrives there, and
   the provider's bucket, full, throws away refill that Aqueduct's would still earn for tokens granted but
@@ -19,12 +25,15 @@
 ]]
 
 -- The bucket at `key` in one read: its four level fields as acquire.lua reads them ({ tokens, ts,
--- blocked_until, config }, texts or nil), the tokens held by live holders, the names of the holder
--- fields whose lease ran out (or nil), and the cut field (or nil).
-local function read_provider_bucket(key, now_ms)
+-- blocked_until, config }, texts or nil), the tokens held by live holders, the names of the holder and
+-- promise fields that have lapsed (or nil), the cut field (or nil), the latest promise of a holder other
+-- than `holder` that is still ahead (µs, or nil), and whether `holder` has a promise of its own.
+local function read_provider_bucket(key, now_ms, holder)
   local all = redis.call('HGETALL', key)
   local state = { nil, nil, nil, nil }
-  local held, stale, cut = 0, nil, nil
+  local held, stale, cut, promised, own_promise = 0, nil, nil, nil, false
+  local now_us = now_ms * 1000
+  local own = holder and holder ~= '' and 'promised:' .. holder
   for j = 1, #all, 2 do
     local name, value = all[j], all[j + 1]
     if name == 'tokens' then state[1] = value
@@ -32,6 +41,16 @@ local function read_provider_bucket(key, now_ms)
     elseif name == 'blocked_until' then state[3] = value
     elseif name == 'config' then state[4] = value
     elseif name == 'cut' then cut = value
+    elseif string.sub(name, 1, 9) == 'promised:' then
+      local at = tonumber(value)
+      if not at or at <= now_us then
+        stale = stale or {}
+        stale[#stale + 1] = name
+      elseif name == own then
+        own_promise = true
+      elseif not promised or at > promised then
+        promised = at
+      end
     elseif string.sub(name, 1, 5) == 'held:' then
       local tokens, expires = string.match(value, '^(%S+) (%S+)$')
       tokens, expires = tonumber(tokens), tonumber(expires)
@@ -43,7 +62,7 @@ local function read_provider_bucket(key, now_ms)
       end
     end
   end
-  return state, held, stale, cut
+  return state, held, stale, cut, promised, own_promise
 end
 
 -- The share of its rate a bucket with this cut field refills at, at `at_ms`: 1 without a cut.

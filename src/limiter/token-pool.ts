@@ -54,7 +54,8 @@ export interface TokenPoolOptions {
   /**
    * After this many ms holding nothing unanswered and with nobody waiting, the pool gives back what it
    * holds and tells Redis it holds nothing (one call per idle spell), so that its last report stops
-   * holding the bucket back. Default 1000.
+   * holding the bucket back and its turn (if it was told to come back for more) goes to others. Default
+   * 250.
    */
   idleReportMs?: number;
   /** Back-off after the limiter failed (Redis unreachable, fail-closed). Default 1000 ms. */
@@ -105,7 +106,7 @@ export class TokenPool {
     const chunk = Math.max(1, Math.min(options.chunk, smallestCapacity));
     this.options = {
       failureBackoffMs: 1000,
-      idleReportMs: 1000,
+      idleReportMs: 250,
       ...options,
       chunk,
       window: Math.max(1, Math.min(options.window ?? chunk * 2, smallestCapacity)),
@@ -211,7 +212,8 @@ export class TokenPool {
     if (this.idleTimer || this.closed || (this.reported === 0 && this.credit === 0)) return;
     this.idleTimer = setTimeout(() => {
       this.idleTimer = undefined;
-      if (this.closed || this.out > 0 || this.asking > 0 || this.pending.length > 0) return;
+      if (this.closed || this.out > 0 || this.asking > 0 || this.pending.length > 0 || this.waiters.size > 0)
+        return;
       const idleFor = Date.now() - this.lastBusy;
       if (idleFor < this.options.idleReportMs) this.armIdleReport(this.options.idleReportMs - idleFor);
       else void this.giveBack();
@@ -227,13 +229,14 @@ export class TokenPool {
 
   /**
    * Serves waiting takes in arrival order, as many as the window has room for, from one acquire. While
-   * dry every waiting take gets 0 at once (its partition pauses); takes that do not fit wait for a release.
+   * dry every waiting take gets 0 at once (its partition pauses); takes that do not fit wait for a
+   * release, and takes that come while an acquire is on its way wait for its answer.
    */
   private async drain(): Promise<void> {
     this.drainScheduled = false;
-    if (this.closed) return;
+    if (this.closed || this.asking > 0) return; // the acquire on its way drains again when answered
     const dry = Date.now() < this.dryUntil;
-    const room = this.options.window - this.out - this.asking;
+    const room = this.options.window - this.out;
     if (!dry && room <= 0) return; // a release drains again
     const takes: PendingTake[] = [];
     let wanted = 0;
@@ -254,28 +257,36 @@ export class TokenPool {
     if (this.pending.length > 0) this.scheduleDrain();
   }
 
-  /** One acquire for `wanted` minus what is held, unless dry. */
+  /**
+   * One acquire, unless dry or what is held covers `wanted`: for what the pool knows it needs (this
+   * take, the partitions waiting, what those woken last still need), up to two chunks, so that a
+   * process draining a backlog makes one Redis call per chunk, not one per window of sends.
+   */
   private async refill(wanted: number): Promise<void> {
     const missing = wanted - this.credit;
     if (missing <= 0 || this.closed || Date.now() < this.dryUntil) return;
-    // What this pool holds besides this ask (other asks on their way count as granted in full).
-    const held = this.credit + this.out + this.asking;
-    this.asking += missing;
-    this.reported = held + missing;
+    const known = wanted + this.waitingNeed() + this.wokenNeed;
+    const need = Math.min(this.options.chunk, known);
+    // Up to two chunks: what a late turn finds beyond its chunk (the refill of the time it took to come
+    // back) is taken along, rather than left to pile up in the bucket until the backlog's end.
+    const ask = Math.max(missing, Math.min(known, 2 * this.options.chunk) - this.credit);
+    // What this pool holds besides this ask.
+    const held = this.credit + this.out;
+    this.asking += ask;
+    this.reported = held + ask;
     try {
-      // The wait is for a whole chunk, not for this take: a throttled fleet then wakes for refills
-      // worth a Redis call each, instead of trickling. But never for more than the pool knows it needs
-      // (this take, the partitions waiting, and what those woken last needed, who are taking now): at the
-      // end of a backlog, a wait for tokens nobody wants is time the provider's allowance goes unused.
-      const result = await this.source.acquire(this.buckets, missing, {
-        waitFor: Math.min(this.options.chunk, missing + this.waitingNeed() + this.wokenNeed),
+      // The wait is for what the pool needs up to a whole chunk, not for this take: a throttled fleet
+      // then wakes for refills worth a Redis call each, instead of trickling; and at the end of a
+      // backlog it does not wait for tokens nobody wants while the provider's allowance goes unused.
+      const result = await this.source.acquire(this.buckets, ask, {
+        waitFor: need,
         holder: this.holder,
         held,
       });
       this.credit += result.granted;
       if (result.granted < missing) this.dryUntil = Date.now() + Math.max(1, result.waitMs);
       this.options.onAcquire?.({
-        requested: missing,
+        requested: ask,
         granted: result.granted,
         waitMs: result.waitMs,
         ...(result.tokensLeft?.[0] !== undefined ? { tokensLeft: result.tokensLeft[0] } : {}),
@@ -285,7 +296,7 @@ export class TokenPool {
       this.dryUntil = Date.now() + this.options.failureBackoffMs;
       this.options.onError?.(error);
     } finally {
-      this.asking -= missing;
+      this.asking -= ask;
     }
   }
 

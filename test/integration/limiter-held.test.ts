@@ -68,6 +68,30 @@ describe('holders', () => {
   });
 });
 
+describe('turns', () => {
+  it('tell a short holder to come back after the refill promised to other short holders, until they are served', async () => {
+    const limiter = new TokenBucketLimiter(redis.client, { keyPrefix: prefix });
+    const bucket: BucketSpec[] = [{ name: 'turns', rate: 100, capacity: 100 }];
+    await limiter.acquire(bucket, 100); // empty
+    const a = await limiter.acquire(bucket, 50, { holder: 'a', waitFor: 50 });
+    const b = await limiter.acquire(bucket, 50, { holder: 'b', waitFor: 50 });
+    expect(a.granted + b.granted).toBeLessThan(10);
+    // a comes back after 0.5 s of refill; b after the refill promised to a, and then its own.
+    expect(a.waitMs).toBeGreaterThan(400);
+    expect(b.waitMs).toBeGreaterThan(a.waitMs + 400);
+    const key = limiter.keyOf('turns');
+    expect(await redis.client.hexists(key, 'promised:a')).toBe(1);
+    // A holder without a name takes no turn and waits for the refill alone.
+    const anonymous = await limiter.acquire(bucket, 50, { waitFor: 50 });
+    expect(anonymous.waitMs).toBeLessThan(a.waitMs + 100);
+    await sleep(a.waitMs);
+    expect((await limiter.acquire(bucket, 40, { holder: 'a', waitFor: 40 })).granted).toBe(40);
+    expect(await redis.client.hexists(key, 'promised:a')).toBe(0); // served: its turn is over
+    await limiter.refund(bucket, 0, { holder: 'b', held: 0 }); // b wants nothing more
+    expect(await redis.client.hexists(key, 'promised:b')).toBe(0);
+  });
+});
+
 describe('the rate cut of a project-wide throttle', () => {
   it('slows the refill to the cut share, once per overrun, then climbs back to the whole rate', async () => {
     const limiter = new TokenBucketLimiter(redis.client, {

@@ -30,8 +30,26 @@ describe('TokenPool', () => {
     const pool = new TokenPool(source, buckets, { chunk: 200 });
     const granted = await Promise.all([pool.take(30), pool.take(50), pool.take(20)]);
     expect(granted).toEqual([30, 50, 20]);
-    // The wait it would be told of is for a whole chunk, however small the take.
-    expect(calls).toEqual([{ n: 100, waitFor: 200 }]);
+    // Nobody else waits: the pool asks, and would wait, for what these takes need, under a chunk.
+    expect(calls).toEqual([{ n: 100, waitFor: 100 }]);
+  });
+
+  it('asks for up to two chunks while partitions wait for them, waits for one, and serves window after window from it', async () => {
+    const tokens = { left: 0 };
+    const { source, calls } = countingSource(tokens, 20);
+    const pool = new TokenPool(source, buckets, { chunk: 200, window: 50 });
+    expect(await pool.take(50)).toBe(0); // dry
+    pool.whenRefilled('topic:0', 300, () => {});
+    pool.whenRefilled('topic:1', 300, () => {});
+    tokens.left = 1000;
+    await sleep(40); // the dry spell is over
+    expect(await pool.take(50)).toBe(50);
+    expect(calls.at(-1)).toEqual({ n: 400, waitFor: 200 });
+    pool.release(50);
+    expect(await pool.take(50)).toBe(50);
+    pool.release(50);
+    expect(await pool.take(50)).toBe(50);
+    expect(calls).toHaveLength(2); // one acquire for three windows of sends
   });
 
   it('asks for at most a window (two chunks by default) and shares a short grant in arrival order', async () => {
