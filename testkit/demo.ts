@@ -35,15 +35,8 @@ if (values.help) {
 const events = wholeNumber('events', values.events);
 const consumers = wholeNumber('consumers', values.consumers);
 const partitions = wholeNumber('partitions', values.partitions);
-/**
- * How a user configures Aqueduct for that provider (docs/configuration.md, "Choosing the limits"): 5%
- * under its rate, and its burst less what the fleet can have granted but not yet sent (consumers × send
- * concurrency).
- */
-const AQUEDUCT = {
-  rate: PROVIDER.rate * 0.95,
-  burst: Math.max(PROVIDER.burst / 10, PROVIDER.burst - consumers * SEND_CONCURRENCY),
-};
+/** How a user configures Aqueduct for that provider: its published limits, as they are. */
+const AQUEDUCT = { rate: PROVIDER.rate, burst: PROVIDER.burst };
 /** Progress goes to stderr with --json, so that stdout's last line is the JSON object. */
 const say = (message: string) => (values.json ? console.error(message) : console.log(message));
 

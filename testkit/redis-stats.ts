@@ -13,6 +13,8 @@ const NOT_ROUND_TRIPS = new Set([
   'hmget',
   'hgetall',
   'hset',
+  'hdel',
+  'type',
   'hmset',
   'expire',
   'pexpire',
