@@ -76,7 +76,6 @@ export class DoneStore {
     resolve: (found: Map<string, string>) => void;
     reject: (e: unknown) => void;
   }> = [];
-  private lookups: DoneStore['checks'] = [];
 
   constructor(redis: Redis, options: DoneStoreOptions) {
     defineScripts(redis);
@@ -93,22 +92,12 @@ export class DoneStore {
   }
 
   /**
-   * The recorded outcome of each id that has one, asked as soon as the event loop turns: the batches of
-   * one fetch that kafkajs hands the process in the same turn (the partitions woken by one refill are
-   * fetched together) share one call, which goes out before the next fetch is even decoded.
+   * The recorded outcome of each id that has one, asked right away: a fetched batch's check goes out
+   * while kafkajs hands the process the next batches of the same fetch (decoded in the same tick), so
+   * Redis answers it in the meantime instead of after all of them.
    */
   lookup(ids: readonly string[]): Promise<Map<string, string>> {
-    if (ids.length === 0) return Promise.resolve(new Map());
-    return new Promise((resolve, reject) => {
-      if (this.lookups.length === 0) setImmediate(() => void this.flushLookups());
-      this.lookups.push({ ids, resolve, reject });
-    });
-  }
-
-  private async flushLookups(): Promise<void> {
-    const waiting = this.lookups;
-    this.lookups = [];
-    await this.answer(waiting);
+    return ids.length === 0 ? Promise.resolve(new Map()) : this.read(ids);
   }
 
   /** The recorded outcome of each id that has one (coalesced with other callers' checks). */
@@ -123,11 +112,6 @@ export class DoneStore {
   private async flushChecks(): Promise<void> {
     const waiting = this.checks;
     this.checks = [];
-    await this.answer(waiting);
-  }
-
-  /** One read for the ids of all these callers; each gets the whole answer. */
-  private async answer(waiting: DoneStore['checks']): Promise<void> {
     try {
       const ids = new Set<string>();
       for (const check of waiting) for (const id of check.ids) ids.add(id);
