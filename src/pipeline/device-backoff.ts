@@ -15,23 +15,30 @@ export const MAX_PER_DEVICE_PER_STEP = 8;
  * only that device waits. The providers do not publish a device's rate (FCM documents 240 a minute on
  * Android; Apple nothing), so it is learned per process from the answers:
  *
- * - a throttle blocks the device for the provider's Retry-After when it gave one (APNs gives none),
- *   else for one spacing, and widens the spacing between its sends by half (sends decided before the
- *   throttle was known count once, not once each);
- * - every delivery to a paced device narrows the spacing by a tenth;
- * - an event for a paced device is sent when its time has come, or gets a reserved slot (`notBefore`),
- *   one spacing after the previous one, up to `horizonMs` ahead. Beyond that it is told to come back
- *   after its place in the device's queue (the events deferred without a slot and not back yet), three
- *   quarters of a spacing per place: a long queue comes back in order, a little faster than the spacing
- *   in force (the device may speed up meanwhile), and who comes back early takes a slot then.
+ * - a throttle means the device's bucket was empty when that push was decided, so the deliveries decided
+ *   after it prove a rate: n of them within t ms need at least (n - 1) / t. The highest rate so proven
+ *   is the device's known rate (spells sent below the device's limit make a proof weaker, never wrong);
+ * - every delivery to a device with events waiting raises the sending rate a little (the probing), so
+ *   the rate climbs to the device's limit;
+ * - a throttle (unless its push was decided before the previous one was known: one wave counts once)
+ *   sets the rate back to a fifth under the pace of the latest deliveries, never under the known rate;
+ *   when nothing was delivered since the previous throttle, under what that gap proves (the bucket
+ *   gained less than one push in it). It halves the probing, voids the slots given so far (they were
+ *   spaced for a rate the device refused) and blocks the device for the provider's Retry-After when it
+ *   gave one (APNs gives none), else one spacing;
+ * - an event for a paced device is sent when its time has come, or gets a reserved slot (`notBefore`)
+ *   one spacing after the previous one, up to `horizonMs` ahead. Beyond that it gets a place in the
+ *   device's queue, kept while it is away, and is told to come back when the slots before it would be
+ *   used up at half as fast again as the rate in force (at most `queueReturnMaxMs` away while the rate
+ *   is still climbing): back late, it would leave the device idle; back early, it costs one more trip
+ *   through the retry topic and is told again from its place.
  *
  * Deferred events go to the retry topic without costing an attempt or a token, so a flooded device
  * spends the fleet's tokens only on what it is likely to accept.
  *
- * A throttle voids the slots given before it (their spacing was too tight). A device quiet for
- * `idleMs` past its last slot is forgotten. Everything is in this process's memory, bounded by
- * `maxDevices` and `maxReservations` (oldest first out); the keys hold device tokens and are never
- * logged.
+ * A device quiet for `idleMs` past its last slot is forgotten. Everything is in this process's memory,
+ * bounded by `maxDevices` and `maxReservations` (oldest first out); the keys hold device tokens and are
+ * never logged.
  */
 export interface DeviceBackoffOptions {
   /** Spacing after a device's first throttle, in ms. Default 250 (FCM's 240 a minute per Android device). */
@@ -40,13 +47,15 @@ export interface DeviceBackoffOptions {
   minIntervalMs?: number;
   /** Widest spacing, in ms. Default 60 000. */
   maxIntervalMs?: number;
-  /** How far ahead slots are reserved, in ms. Default 3000. */
+  /** How far ahead slots are reserved, in ms. Default 1000. */
   horizonMs?: number;
+  /** Longest a queued event stays away while the device's rate is still climbing, in ms. Default 5000. */
+  queueReturnMaxMs?: number;
   /** A device with no throttle and no slot for this long is forgotten, in ms. Default 60 000. */
   idleMs?: number;
   /** Devices remembered at most. Default 10 000. */
   maxDevices?: number;
-  /** Reserved slots remembered at most. Default 100 000. */
+  /** Reserved slots, and queue places, remembered at most. Default 100 000 each. */
   maxReservations?: number;
 }
 
@@ -56,33 +65,54 @@ export type DeviceDecision = { send: true } | { send: false; notBefore: number }
 interface DeviceState {
   /** No send before this (the provider's delay after its latest throttle). */
   blockedUntil: number;
-  /** Current spacing between two sends to the device. */
-  intervalMs: number;
+  /** Sends per ms in force: the spacing between two sends is its inverse. */
+  rate: number;
+  /** The highest rate the device has been seen to accept, per ms (0 before any proof). */
+  knownRate: number;
+  /** How much the rate grows with each delivery while events wait. */
+  probe: number;
   /** The earliest time not yet given to a send. */
   nextSlot: number;
+  /** When the push of the latest throttle was decided: the device's bucket was empty then. */
+  emptyAt: number;
+  /** Deliveries decided after `emptyAt`. */
+  deliveredSince: number;
   /** When the latest throttle was registered: sends decided before it belong to the same wave. */
-  throttledAt: number;
+  throttleKnownAt: number;
   /** Bumped on every counted throttle: slots of an older epoch are void. */
   epoch: number;
-  /** Events deferred without a slot and not back yet: the queue beyond the horizon. */
-  queued: number;
+  /** When the latest deliveries were decided, oldest first (at most RECENT_DELIVERIES). */
+  recent: number[];
+  /** Queue places given so far, and how many of them have since been given a slot (mostly in order). */
+  placesGiven: number;
+  placesServed: number;
 }
 
 const SEND: DeviceDecision = { send: true };
+/** Probing per delivery after a device's first throttle, and its floor once throttles have halved it. */
+const FIRST_PROBE = 0.25;
+const LEAST_PROBE = 0.01;
+/** A throttle sets the rate back to this share of the latest deliveries' pace. */
+const THROTTLED_SHARE_OF_PACE = 0.8;
+/** Deliveries whose pace a throttle falls back from. */
+const RECENT_DELIVERIES = 8;
+/** A queued event comes back when the slots before it would be used up at this much over the rate. */
+const QUEUE_RETURN_SPEEDUP = 1.5;
 
 export class DeviceBackoff {
   private readonly options: Required<DeviceBackoffOptions>;
   private readonly devices = new Map<string, DeviceState>();
   private readonly reservations = new Map<string, { device: string; slot: number; epoch: number }>();
-  /** Events deferred without a slot, by dedupe key: the device whose queue they are in. */
-  private readonly queuedEvents = new Map<string, string>();
+  /** Events queued beyond the horizon, by dedupe key: their device and their place in its queue. */
+  private readonly places = new Map<string, { device: string; place: number }>();
 
   constructor(options: DeviceBackoffOptions = {}) {
     this.options = {
       initialIntervalMs: options.initialIntervalMs ?? 250,
       minIntervalMs: options.minIntervalMs ?? 5,
       maxIntervalMs: options.maxIntervalMs ?? 60_000,
-      horizonMs: options.horizonMs ?? 3000,
+      horizonMs: options.horizonMs ?? 1000,
+      queueReturnMaxMs: options.queueReturnMaxMs ?? 5000,
       idleMs: options.idleMs ?? 60_000,
       maxDevices: options.maxDevices ?? 10_000,
       maxReservations: options.maxReservations ?? 100_000,
@@ -104,43 +134,36 @@ export class DeviceBackoff {
       this.devices.delete(device);
       return SEND;
     }
-    const queuedFor = this.queuedEvents.get(dedupeKey);
-    if (queuedFor !== undefined) {
-      this.queuedEvents.delete(dedupeKey);
-      const queue = this.devices.get(queuedFor);
-      if (queue) queue.queued = Math.max(0, queue.queued - 1);
-    }
+    const queued = this.places.get(dedupeKey);
+    const place = queued?.device === device ? queued.place : undefined;
     const reserved = this.reservations.get(dedupeKey);
     if (reserved !== undefined) {
       this.reservations.delete(dedupeKey);
       if (reserved.device === device && reserved.epoch === state.epoch && now >= reserved.slot) return SEND;
     }
+    const spacing = 1 / state.rate;
     if (now >= state.blockedUntil && now >= state.nextSlot) {
-      state.nextSlot = now + state.intervalMs;
+      state.nextSlot = now + spacing;
+      this.leaveQueue(dedupeKey, state, place);
       return SEND;
     }
     const slot = Math.max(state.nextSlot, state.blockedUntil, now);
-    if (slot - now > this.options.horizonMs) {
-      const notBefore = Math.ceil(slot + state.queued * state.intervalMs * 0.75);
-      state.queued += 1;
-      this.queuedEvents.set(dedupeKey, device);
-      if (this.queuedEvents.size > this.options.maxReservations) {
-        this.queuedEvents.delete(this.queuedEvents.keys().next().value as string);
+    if (slot - now <= this.options.horizonMs) {
+      state.nextSlot = slot + spacing;
+      this.leaveQueue(dedupeKey, state, place);
+      this.reservations.set(dedupeKey, { device, slot, epoch: state.epoch });
+      if (this.reservations.size > this.options.maxReservations) {
+        this.reservations.delete(this.reservations.keys().next().value as string);
       }
-      return { send: false, notBefore };
+      return { send: false, notBefore: Math.ceil(slot) };
     }
-    state.nextSlot = slot + state.intervalMs;
-    this.reservations.set(dedupeKey, { device, slot, epoch: state.epoch });
-    if (this.reservations.size > this.options.maxReservations) {
-      this.reservations.delete(this.reservations.keys().next().value as string);
-    }
-    return { send: false, notBefore: slot };
+    return { send: false, notBefore: this.queue(dedupeKey, device, state, place, slot) };
   }
 
   /**
-   * The provider throttled this device: (unless the send was decided before the previous throttle was
-   * known, at `decidedAt`) half as much spacing again, and no send before `now + retryAfterMs` (the
-   * provider's delay), or before one spacing has passed when it gave none.
+   * The provider throttled this device, for a push decided at `decidedAt` (see the class comment); no
+   * send before `now + retryAfterMs` (the provider's delay), or before one spacing has passed when it
+   * gave none.
    */
   throttled(
     event: NotificationEvent,
@@ -153,28 +176,49 @@ export class DeviceBackoff {
     if (!state) {
       state = {
         blockedUntil: 0,
-        intervalMs: this.options.initialIntervalMs,
+        rate: 1 / this.options.initialIntervalMs,
+        knownRate: 0,
+        probe: FIRST_PROBE,
         nextSlot: 0,
-        throttledAt: now,
+        emptyAt: decidedAt,
+        deliveredSince: 0,
+        throttleKnownAt: now,
         epoch: 0,
-        queued: 0,
+        recent: [],
+        placesGiven: 0,
+        placesServed: 0,
       };
       this.devices.set(device, state);
       if (this.devices.size > this.options.maxDevices) {
         this.devices.delete(this.devices.keys().next().value as string);
       }
-    } else if (decidedAt >= state.throttledAt) {
-      state.intervalMs = Math.min(this.options.maxIntervalMs, state.intervalMs * 1.5);
-      state.throttledAt = now;
+    } else if (decidedAt >= state.throttleKnownAt) {
+      const sinceEmpty = decidedAt - state.emptyAt;
+      const ceiling =
+        state.deliveredSince === 0 && sinceEmpty > 0 ? 1 / sinceEmpty : Number.POSITIVE_INFINITY;
+      state.knownRate = Math.min(state.knownRate, ceiling);
+      const pace = recentPace(state.recent);
+      const slower = pace === undefined ? state.rate / 1.5 : pace * THROTTLED_SHARE_OF_PACE;
+      state.rate = this.bounded(Math.min(Math.max(state.knownRate, slower), ceiling, state.rate));
+      state.probe = Math.max(LEAST_PROBE, state.probe / 2);
+      state.emptyAt = decidedAt;
+      state.deliveredSince = 0;
+      state.throttleKnownAt = now;
       state.epoch += 1;
+      state.nextSlot = 0;
+    } else if (decidedAt > state.emptyAt) {
+      // Same wave, decided later: the bucket was empty then too, and the proof starts over from there.
+      state.emptyAt = decidedAt;
+      state.deliveredSince = 0;
     }
-    state.blockedUntil = Math.max(state.blockedUntil, now + (retryAfterMs ?? state.intervalMs));
+    state.blockedUntil = Math.max(state.blockedUntil, now + (retryAfterMs ?? 1 / state.rate));
     state.nextSlot = Math.max(state.nextSlot, state.blockedUntil);
   }
 
   /**
-   * A provider's answer for a push to this device: a delivery, or a device-scoped throttle (its
-   * Retry-After cut to `maxDelayMs`; the event itself waits for its own back-off on the retry topic).
+   * A provider's answer for a push to this device (decided at `decidedAt`): a delivery, or a
+   * device-scoped throttle (its Retry-After cut to `maxDelayMs`; the event itself waits for its own
+   * back-off on the retry topic).
    */
   answered(
     event: NotificationEvent,
@@ -183,7 +227,7 @@ export class DeviceBackoff {
     decidedAt: number,
     maxDelayMs: number,
   ): void {
-    if (outcome.kind === 'delivered') this.delivered(event);
+    if (outcome.kind === 'delivered') this.delivered(event, decidedAt);
     else if (outcome.kind === 'retry' && outcome.scope === 'device') {
       const retryAfter =
         outcome.retryAfterMs === undefined ? undefined : Math.min(outcome.retryAfterMs, maxDelayMs);
@@ -191,12 +235,77 @@ export class DeviceBackoff {
     }
   }
 
-  /** The provider accepted a push to this device: a paced device may go a little faster. */
-  delivered(event: NotificationEvent): void {
+  /** The provider accepted a push to this device, decided at `decidedAt`: what it proves, and the probing. */
+  delivered(event: NotificationEvent, decidedAt: number): void {
     if (this.devices.size === 0) return;
     const state = this.devices.get(deviceKey(event));
-    if (state) state.intervalMs = Math.max(this.options.minIntervalMs, state.intervalMs * 0.9);
+    if (!state) return;
+    state.recent.push(decidedAt);
+    if (state.recent.length > RECENT_DELIVERIES) state.recent.shift();
+    if (decidedAt > state.emptyAt) {
+      state.deliveredSince += 1;
+      const proven = (state.deliveredSince - 1) / (decidedAt - state.emptyAt);
+      state.knownRate = Math.max(state.knownRate, proven);
+    }
+    // Only a device with events waiting for their slots probes: a delivery in an idle spell says
+    // nothing about its limit.
+    const waiting = state.nextSlot - decidedAt > 1.5 / state.rate;
+    const rate = this.bounded(
+      Math.max(state.knownRate, waiting ? state.rate * (1 + state.probe) : state.rate),
+    );
+    // The time not yet given out is worth more sends at the new rate: the slots still to be given
+    // move closer (those given keep their times).
+    if (state.nextSlot > decidedAt) {
+      state.nextSlot = decidedAt + ((state.nextSlot - decidedAt) * state.rate) / rate;
+    }
+    state.rate = rate;
   }
+
+  /**
+   * A place in the device's queue beyond the horizon (kept across returns), and when to come back: once
+   * the slots before it would be used up a little faster than the rate in force.
+   */
+  private queue(
+    dedupeKey: string,
+    device: string,
+    state: DeviceState,
+    place: number | undefined,
+    firstFreeSlot: number,
+  ): number {
+    let myPlace = place;
+    if (myPlace === undefined) {
+      state.placesGiven += 1;
+      myPlace = state.placesGiven;
+      this.places.set(dedupeKey, { device, place: myPlace });
+      if (this.places.size > this.options.maxReservations) {
+        this.places.delete(this.places.keys().next().value as string);
+      }
+    }
+    const ahead = Math.max(0, myPlace - state.placesServed - 1);
+    const away = ahead / state.rate / QUEUE_RETURN_SPEEDUP;
+    // Until a throttle has followed a proof, the rate may still be climbing: its spacing says little.
+    const settled = state.knownRate > 0 && state.probe < FIRST_PROBE;
+    const wait = settled ? away : Math.min(away, this.options.queueReturnMaxMs);
+    return Math.ceil(firstFreeSlot - this.options.horizonMs + wait);
+  }
+
+  private bounded(rate: number): number {
+    return Math.min(1 / this.options.minIntervalMs, Math.max(1 / this.options.maxIntervalMs, rate));
+  }
+
+  /** The event has its slot: its place in the queue (if it had one) is served. */
+  private leaveQueue(dedupeKey: string, state: DeviceState, place: number | undefined): void {
+    if (place === undefined) return;
+    this.places.delete(dedupeKey);
+    state.placesServed += 1;
+  }
+}
+
+/** The pace of the latest deliveries, per ms (undefined with too few of them to tell). */
+function recentPace(recent: readonly number[]): number | undefined {
+  if (recent.length < RECENT_DELIVERIES / 2) return undefined;
+  const span = (recent.at(-1) as number) - (recent[0] as number);
+  return span > 0 ? (recent.length - 1) / span : undefined;
 }
 
 /** A device: the provider and its token (a token is unique per app within its provider). */

@@ -22,49 +22,77 @@ describe('DeviceBackoff', () => {
     expect(backoff.decide(HOT, 'e', 612)).toEqual({ send: false, notBefore: 710 });
   });
 
-  it('reserves slots only up to the horizon; beyond it, queues without one, 3/4 of a spacing per place', () => {
+  it('reserves slots up to the horizon; beyond it, gives a place in the queue, kept while the event is away', () => {
     const backoff = new DeviceBackoff({ initialIntervalMs: 400, horizonMs: 1000 });
     backoff.throttled(HOT, 0, 100, 0);
     const decisions = ['a', 'b', 'c', 'd', 'e'].map((id) => backoff.decide(HOT, id, 0));
+    // Slots at 100, 500 and 900; 'd' is first in the queue: back when the next free slot (1300) is
+    // within the horizon; 'e' one place later, back after the slot before it would be used up at
+    // half as fast again as the rate (400 / 1.5 ms).
     expect(decisions).toEqual([
       { send: false, notBefore: 100 },
       { send: false, notBefore: 500 },
       { send: false, notBefore: 900 },
-      { send: false, notBefore: 1300 },
-      { send: false, notBefore: 1600 },
+      { send: false, notBefore: 300 },
+      { send: false, notBefore: 567 },
     ]);
-    // 'd' had no reservation: at 1300 it takes the free slot (no one reserved it)...
-    expect(backoff.decide(HOT, 'd', 1300)).toEqual({ send: true });
-    // ...and 'e', back early, the next one, reserved now that it is within the horizon.
-    expect(backoff.decide(HOT, 'e', 1600)).toEqual({ send: false, notBefore: 1700 });
-    // The queue is empty again: the next event beyond the horizon is first in it.
-    expect(backoff.decide(HOT, 'f', 200)).toEqual({ send: false, notBefore: 2100 });
-    expect(backoff.decide(HOT, 'g', 200)).toEqual({ send: false, notBefore: 2400 });
+    expect(backoff.decide(HOT, 'd', 300)).toEqual({ send: false, notBefore: 1300 });
+    // 'e' is back with no one before it now: back again when its slot is within the horizon...
+    expect(backoff.decide(HOT, 'e', 567)).toEqual({ send: false, notBefore: 700 });
+    expect(backoff.decide(HOT, 'e', 700)).toEqual({ send: false, notBefore: 1700 });
+    // ...and a newcomer queues after it.
+    expect(backoff.decide(HOT, 'f', 700)).toEqual({ send: false, notBefore: 1100 });
   });
 
-  it('widens the spacing by half on a throttle decided after the last one, voiding older slots; a wave counts once', () => {
+  it('sends a queued event back at most queueReturnMaxMs away while the rate is still unproven', () => {
+    const backoff = new DeviceBackoff({ initialIntervalMs: 1000, horizonMs: 1000, queueReturnMaxMs: 2000 });
+    backoff.throttled(HOT, 0, 0, 0);
+    const notBefore = ['a', 'b', 'c', 'd', 'e', 'f', 'g'].map((id) => {
+      const decision = backoff.decide(HOT, id, 0);
+      return decision.send ? 0 : decision.notBefore;
+    });
+    expect(notBefore).toEqual([0, 1000, 1000, 1667, 2334, 3000, 3000]);
+  });
+
+  it('on a throttle, falls back under the pace of the latest deliveries but not under what they proved, and voids the slots given; a wave counts once', () => {
     const backoff = new DeviceBackoff({ initialIntervalMs: 100, horizonMs: 10_000 });
-    backoff.throttled(HOT, 0, 100, 0);
-    // Nine more 429s of the same wave (sent before the first was known): no change.
-    for (let i = 0; i < 9; i++) backoff.throttled(HOT, 1, 100, -1);
-    expect(backoff.decide(HOT, 'a', 1)).toEqual({ send: false, notBefore: 101 });
-    expect(backoff.decide(HOT, 'b', 1)).toEqual({ send: false, notBefore: 201 });
-    // 'a' is sent at its slot and refused again: the spacing widens to 150 ms; b's slot is void, so b is
-    // given the next free one, and the one after that is 150 ms later.
-    expect(backoff.decide(HOT, 'a', 101)).toEqual({ send: true });
-    backoff.throttled(HOT, 105, 0, 101);
-    expect(backoff.decide(HOT, 'b', 201)).toEqual({ send: false, notBefore: 301 });
-    expect(backoff.decide(HOT, 'c', 201)).toEqual({ send: false, notBefore: 451 });
+    backoff.throttled(HOT, 0, 0, 0);
+    // Ten deliveries 100 ms apart after the bucket was found empty prove 9 a second; their pace is 10.
+    for (let t = 100; t <= 1000; t += 100) backoff.delivered(HOT, t);
+    expect(backoff.decide(HOT, 'a', 1000)).toEqual({ send: true });
+    expect(backoff.decide(HOT, 'b', 1000)).toEqual({ send: false, notBefore: 1100 });
+    backoff.throttled(HOT, 1010, undefined, 1000);
+    // A 429 for a push decided before that one was known: the same wave, the rate stays.
+    backoff.throttled(HOT, 1015, undefined, 1005);
+    // b's slot is void: it gets the first one after the block (one spacing of 1000 / 9 ms), and the
+    // next slot is one such spacing later.
+    expect(backoff.decide(HOT, 'b', 1100)).toEqual({ send: false, notBefore: 1127 });
+    expect(backoff.decide(HOT, 'c', 1100)).toEqual({ send: false, notBefore: 1238 });
+    // Refused again with nothing delivered since the bucket was last empty (at 1005): the device
+    // gained less than one push in 233 ms, so the rate drops below 1000 / 233 a second.
+    backoff.throttled(HOT, 1240, undefined, 1238);
+    expect(backoff.decide(HOT, 'd', 1240)).toEqual({ send: false, notBefore: 1473 });
+    expect(backoff.decide(HOT, 'e', 1240)).toEqual({ send: false, notBefore: 1706 });
   });
 
-  it('narrows the spacing on each delivery, down to its floor, and forgets a quiet device', () => {
+  it('probes faster with each delivery while events wait (not in an idle spell), down to the narrowest spacing, and forgets a quiet device', () => {
     const backoff = new DeviceBackoff({ initialIntervalMs: 100, minIntervalMs: 50, idleMs: 1000 });
     backoff.throttled(HOT, 0, 0, 0);
-    for (let i = 0; i < 20; i++) backoff.delivered(HOT);
     expect(backoff.decide(HOT, 'a', 0)).toEqual({ send: true });
-    expect(backoff.decide(HOT, 'b', 0)).toEqual({ send: false, notBefore: 50 });
+    backoff.delivered(HOT, 0);
+    expect(['b', 'c', 'd'].map((id) => backoff.decide(HOT, id, 0))).toEqual([
+      { send: false, notBefore: 100 },
+      { send: false, notBefore: 200 },
+      { send: false, notBefore: 300 },
+    ]);
+    // A quarter faster: the time not given yet (from 100 to 400) holds more slots.
+    backoff.delivered(HOT, 100);
+    expect(backoff.decide(HOT, 'e', 100)).toEqual({ send: false, notBefore: 340 });
+    for (let i = 0; i < 10; i++) backoff.delivered(HOT, 100);
+    expect(backoff.decide(HOT, 'f', 100)).toEqual({ send: false, notBefore: 300 });
+    expect(backoff.decide(HOT, 'g', 100)).toEqual({ send: false, notBefore: 350 });
     expect(backoff.size).toBe(1);
-    expect(backoff.decide(HOT, 'c', 50 + 50 + 1000)).toEqual({ send: true });
+    expect(backoff.decide(HOT, 'h', 400 + 1000)).toEqual({ send: true });
     expect(backoff.size).toBe(0);
   });
 
