@@ -21,17 +21,18 @@ export const MAX_PER_DEVICE_PER_STEP = 8;
  * - every delivery to a device with events waiting raises the sending rate a little (the probing), so
  *   the rate climbs to the device's limit;
  * - a throttle (unless its push was decided before the previous one was known: one wave counts once)
- *   sets the rate back to a fifth under the pace of the latest deliveries, never under the known rate;
- *   when nothing was delivered since the previous throttle, under what that gap proves (the bucket
- *   gained less than one push in it). It halves the probing, voids the slots given so far (they were
- *   spaced for a rate the device refused) and blocks the device for the provider's Retry-After when it
- *   gave one (APNs gives none), else one spacing;
+ *   sets the rate back to a fifth under the pace of the latest deliveries, never under the known rate
+ *   (which each throttle lowers by a tenth, so a device whose limit was lowered is found out by
+ *   throttles in a row). It halves the probing, voids the slots given so far (they were spaced for a
+ *   rate the device refused) and blocks the device for the provider's Retry-After when it gave one
+ *   (APNs gives none), else one spacing;
  * - an event for a paced device is sent when its time has come, or gets a reserved slot (`notBefore`)
  *   one spacing after the previous one, up to `horizonMs` ahead. Beyond that it gets a place in the
  *   device's queue, kept while it is away, and is told to come back when the slots before it would be
- *   used up at half as fast again as the rate in force (at most `queueReturnMaxMs` away while the rate
- *   is still climbing): back late, it would leave the device idle; back early, it costs one more trip
- *   through the retry topic and is told again from its place.
+ *   used up at half as fast again as the rate in force, and at most `queueReturnMaxMs` away: back late,
+ *   it would leave the device idle; back early, it costs one more trip through the retry topic and is
+ *   told again from its place. (The retry topic is read in order from its oldest unfinished record, a
+ *   fetch's worth at a time: an event away for long would hold back the events deferred after it.)
  *
  * Deferred events go to the retry topic without costing an attempt or a token, so a flooded device
  * spends the fleet's tokens only on what it is likely to accept.
@@ -49,7 +50,7 @@ export interface DeviceBackoffOptions {
   maxIntervalMs?: number;
   /** How far ahead slots are reserved, in ms. Default 1000. */
   horizonMs?: number;
-  /** Longest a queued event stays away while the device's rate is still climbing, in ms. Default 5000. */
+  /** Longest a queued event stays away, in ms. Default 5000. */
   queueReturnMaxMs?: number;
   /** A device with no throttle and no slot for this long is forgotten, in ms. Default 60 000. */
   idleMs?: number;
@@ -94,6 +95,8 @@ const FIRST_PROBE = 0.25;
 const LEAST_PROBE = 0.01;
 /** A throttle sets the rate back to this share of the latest deliveries' pace. */
 const THROTTLED_SHARE_OF_PACE = 0.8;
+/** What a throttle leaves of the known rate. */
+const KNOWN_RATE_KEPT_PER_THROTTLE = 0.9;
 /** Deliveries whose pace a throttle falls back from. */
 const RECENT_DELIVERIES = 8;
 /** A queued event comes back when the slots before it would be used up at this much over the rate. */
@@ -193,13 +196,11 @@ export class DeviceBackoff {
         this.devices.delete(this.devices.keys().next().value as string);
       }
     } else if (decidedAt >= state.throttleKnownAt) {
-      const sinceEmpty = decidedAt - state.emptyAt;
-      const ceiling =
-        state.deliveredSince === 0 && sinceEmpty > 0 ? 1 / sinceEmpty : Number.POSITIVE_INFINITY;
-      state.knownRate = Math.min(state.knownRate, ceiling);
+      // A proof holds while the device's limit does; a limit lowered since is found by throttles in a row.
+      state.knownRate *= KNOWN_RATE_KEPT_PER_THROTTLE;
       const pace = recentPace(state.recent);
       const slower = pace === undefined ? state.rate / 1.5 : pace * THROTTLED_SHARE_OF_PACE;
-      state.rate = this.bounded(Math.min(Math.max(state.knownRate, slower), ceiling, state.rate));
+      state.rate = this.bounded(Math.min(Math.max(state.knownRate, slower), state.rate));
       state.probe = Math.max(LEAST_PROBE, state.probe / 2);
       state.emptyAt = decidedAt;
       state.deliveredSince = 0;
@@ -282,10 +283,7 @@ export class DeviceBackoff {
       }
     }
     const ahead = Math.max(0, myPlace - state.placesServed - 1);
-    const away = ahead / state.rate / QUEUE_RETURN_SPEEDUP;
-    // Until a throttle has followed a proof, the rate may still be climbing: its spacing says little.
-    const settled = state.knownRate > 0 && state.probe < FIRST_PROBE;
-    const wait = settled ? away : Math.min(away, this.options.queueReturnMaxMs);
+    const wait = Math.min(ahead / state.rate / QUEUE_RETURN_SPEEDUP, this.options.queueReturnMaxMs);
     return Math.ceil(firstFreeSlot - this.options.horizonMs + wait);
   }
 

@@ -54,25 +54,25 @@ describe('DeviceBackoff', () => {
     expect(notBefore).toEqual([0, 1000, 1000, 1667, 2334, 3000, 3000]);
   });
 
-  it('on a throttle, falls back under the pace of the latest deliveries but not under what they proved, and voids the slots given; a wave counts once', () => {
+  it('on a throttle, falls back to a fifth under the pace of the latest deliveries but not under what they proved (less a tenth), and voids the slots given; a wave counts once', () => {
     const backoff = new DeviceBackoff({ initialIntervalMs: 100, horizonMs: 10_000 });
     backoff.throttled(HOT, 0, 0, 0);
     // Ten deliveries 100 ms apart after the bucket was found empty prove 9 a second; their pace is 10.
     for (let t = 100; t <= 1000; t += 100) backoff.delivered(HOT, t);
     expect(backoff.decide(HOT, 'a', 1000)).toEqual({ send: true });
     expect(backoff.decide(HOT, 'b', 1000)).toEqual({ send: false, notBefore: 1100 });
+    // The rate falls to 8.1 a second (the proof less a tenth; a fifth under the pace is 8).
     backoff.throttled(HOT, 1010, undefined, 1000);
     // A 429 for a push decided before that one was known: the same wave, the rate stays.
     backoff.throttled(HOT, 1015, undefined, 1005);
-    // b's slot is void: it gets the first one after the block (one spacing of 1000 / 9 ms), and the
-    // next slot is one such spacing later.
-    expect(backoff.decide(HOT, 'b', 1100)).toEqual({ send: false, notBefore: 1127 });
-    expect(backoff.decide(HOT, 'c', 1100)).toEqual({ send: false, notBefore: 1238 });
-    // Refused again with nothing delivered since the bucket was last empty (at 1005): the device
-    // gained less than one push in 233 ms, so the rate drops below 1000 / 233 a second.
+    // b's slot is void: it gets the first one after the block (one spacing of 1000 / 8.1 ms from the
+    // wave's last 429), and the next slot is one such spacing later.
+    expect(backoff.decide(HOT, 'b', 1100)).toEqual({ send: false, notBefore: 1139 });
+    expect(backoff.decide(HOT, 'c', 1100)).toEqual({ send: false, notBefore: 1262 });
+    // Refused again: the proof is worth 7.29 a second now, under a fifth off the pace (8).
     backoff.throttled(HOT, 1240, undefined, 1238);
-    expect(backoff.decide(HOT, 'd', 1240)).toEqual({ send: false, notBefore: 1473 });
-    expect(backoff.decide(HOT, 'e', 1240)).toEqual({ send: false, notBefore: 1706 });
+    expect(backoff.decide(HOT, 'd', 1240)).toEqual({ send: false, notBefore: 1365 });
+    expect(backoff.decide(HOT, 'e', 1240)).toEqual({ send: false, notBefore: 1490 });
   });
 
   it('probes faster with each delivery while events wait (not in an idle spell), down to the narrowest spacing, and forgets a quiet device', () => {
