@@ -279,7 +279,7 @@ export class BatchProcessor {
       const sentToDevice = perDevice.get(device) ?? 0;
       if (sentToDevice >= MAX_PER_DEVICE_PER_STEP) continue;
       // A device the provider throttled on its own waits for its slot; nothing else waits for it.
-      const decision = this.devices.decide(event, item.dedupeKey, now);
+      const decision = this.devices.decide(event, now);
       if (!decision.send) {
         plan.deferred.push({ item, event, notBefore: decision.notBefore });
         continue;

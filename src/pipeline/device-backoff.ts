@@ -18,28 +18,30 @@ export const MAX_PER_DEVICE_PER_STEP = 8;
  * - a throttle means the device's bucket was empty when that push was decided, so the deliveries decided
  *   after it prove a rate: n of them within t ms need at least (n - 1) / t. The highest rate so proven
  *   is the device's known rate (spells sent below the device's limit make a proof weaker, never wrong);
- * - every delivery to a device with events waiting raises the sending rate a little (the probing), so
+ * - every delivery while events wait for the device raises the sending rate a little (the probing), so
  *   the rate climbs to the device's limit;
  * - a throttle (unless its push was decided before the previous one was known: one wave counts once)
  *   sets the rate back to a fifth under the pace of the latest deliveries, never under the known rate
  *   (which each throttle lowers by a tenth, so a device whose limit was lowered is found out by
- *   throttles in a row). It halves the probing, voids the slots given so far (they were spaced for a
- *   rate the device refused) and blocks the device for the provider's Retry-After when it gave one
- *   (APNs gives none), else one spacing;
- * - an event for a paced device is sent when its time has come, or gets a reserved slot (`notBefore`)
- *   one spacing after the previous one, up to `horizonMs` ahead. Beyond that it gets a place in the
- *   device's queue, kept while it is away, and is told to come back when the slots before it would be
- *   used up at half as fast again as the rate in force, and at most `queueReturnMaxMs` away: back late,
- *   it would leave the device idle; back early, it costs one more trip through the retry topic and is
- *   told again from its place. (The retry topic is read in order from its oldest unfinished record, a
- *   fetch's worth at a time: an event away for long would hold back the events deferred after it.)
+ *   throttles in a row), halves the probing, and blocks the device for the provider's Retry-After when
+ *   it gave one (APNs gives none), else one spacing.
+ *
+ * An event for a paced device is sent when the device's next send is due (one spacing after the
+ * previous, a late one catching up by at most one spacing); else it goes to the back of the device's
+ * queue: back to the retry topic, told to come back half a spacing (at most `queueSpacingMs`) after the
+ * event queued before it. So the queue comes back in the order it was deferred, twice as fast as the
+ * device is sent to or faster, and the device's next send always finds an event; who comes back before
+ * it goes to the back again. Keeping that order matters: the retry topic is read in order from its
+ * oldest unfinished record, a fetch's worth at a time, so an event told to come back later than events
+ * deferred after it would hold them back.
  *
  * Deferred events go to the retry topic without costing an attempt or a token, so a flooded device
- * spends the fleet's tokens only on what it is likely to accept.
+ * spends the fleet's tokens only on what it is likely to accept; a device with a queue costs up to
+ * 1000 / `queueSpacingMs` retry records a second.
  *
- * A device quiet for `idleMs` past its last slot is forgotten. Everything is in this process's memory,
- * bounded by `maxDevices` and `maxReservations` (oldest first out); the keys hold device tokens and are
- * never logged.
+ * A device quiet for `idleMs` (no send due and no event queued) is forgotten. Everything is in this
+ * process's memory, a few numbers per device, bounded by `maxDevices` (oldest first out); the keys hold
+ * device tokens and are never logged.
  */
 export interface DeviceBackoffOptions {
   /** Spacing after a device's first throttle, in ms. Default 250 (FCM's 240 a minute per Android device). */
@@ -48,16 +50,12 @@ export interface DeviceBackoffOptions {
   minIntervalMs?: number;
   /** Widest spacing, in ms. Default 60 000. */
   maxIntervalMs?: number;
-  /** How far ahead slots are reserved, in ms. Default 1000. */
-  horizonMs?: number;
-  /** Longest a queued event stays away, in ms. Default 5000. */
-  queueReturnMaxMs?: number;
-  /** A device with no throttle and no slot for this long is forgotten, in ms. Default 60 000. */
+  /** Widest gap between two events of a device's queue coming back, in ms. Default 20. */
+  queueSpacingMs?: number;
+  /** A device with no send due and no event queued for this long is forgotten, in ms. Default 60 000. */
   idleMs?: number;
   /** Devices remembered at most. Default 10 000. */
   maxDevices?: number;
-  /** Reserved slots, and queue places, remembered at most. Default 100 000 each. */
-  maxReservations?: number;
 }
 
 /** What to do with an event now: send it, or defer it to `notBefore` (epoch ms). */
@@ -72,21 +70,18 @@ interface DeviceState {
   knownRate: number;
   /** How much the rate grows with each delivery while events wait. */
   probe: number;
-  /** The earliest time not yet given to a send. */
+  /** When the next send is due. */
   nextSlot: number;
+  /** When the event at the back of the queue was told to come back. */
+  queueTail: number;
   /** When the push of the latest throttle was decided: the device's bucket was empty then. */
   emptyAt: number;
   /** Deliveries decided after `emptyAt`. */
   deliveredSince: number;
   /** When the latest throttle was registered: sends decided before it belong to the same wave. */
   throttleKnownAt: number;
-  /** Bumped on every counted throttle: slots of an older epoch are void. */
-  epoch: number;
   /** When the latest deliveries were decided, oldest first (at most RECENT_DELIVERIES). */
   recent: number[];
-  /** Queue places given so far, and how many of them have since been given a slot (mostly in order). */
-  placesGiven: number;
-  placesServed: number;
 }
 
 const SEND: DeviceDecision = { send: true };
@@ -99,26 +94,19 @@ const THROTTLED_SHARE_OF_PACE = 0.8;
 const KNOWN_RATE_KEPT_PER_THROTTLE = 0.9;
 /** Deliveries whose pace a throttle falls back from. */
 const RECENT_DELIVERIES = 8;
-/** A queued event comes back when the slots before it would be used up at this much over the rate. */
-const QUEUE_RETURN_SPEEDUP = 1.5;
 
 export class DeviceBackoff {
   private readonly options: Required<DeviceBackoffOptions>;
   private readonly devices = new Map<string, DeviceState>();
-  private readonly reservations = new Map<string, { device: string; slot: number; epoch: number }>();
-  /** Events queued beyond the horizon, by dedupe key: their device and their place in its queue. */
-  private readonly places = new Map<string, { device: string; place: number }>();
 
   constructor(options: DeviceBackoffOptions = {}) {
     this.options = {
       initialIntervalMs: options.initialIntervalMs ?? 250,
       minIntervalMs: options.minIntervalMs ?? 5,
       maxIntervalMs: options.maxIntervalMs ?? 60_000,
-      horizonMs: options.horizonMs ?? 1000,
-      queueReturnMaxMs: options.queueReturnMaxMs ?? 5000,
+      queueSpacingMs: options.queueSpacingMs ?? 20,
       idleMs: options.idleMs ?? 60_000,
       maxDevices: options.maxDevices ?? 10_000,
-      maxReservations: options.maxReservations ?? 100_000,
     };
   }
 
@@ -127,40 +115,25 @@ export class DeviceBackoff {
     return this.devices.size;
   }
 
-  /** Whether the event (keyed by `dedupeKey`) may be sent now, or when to try again. */
-  decide(event: NotificationEvent, dedupeKey: string, now: number): DeviceDecision {
+  /** Whether an event for this device may be sent now, or when to try again. */
+  decide(event: NotificationEvent, now: number): DeviceDecision {
     if (this.devices.size === 0) return SEND;
     const device = deviceKey(event);
     const state = this.devices.get(device);
     if (!state) return SEND;
-    if (now >= state.blockedUntil && now >= state.nextSlot + this.options.idleMs) {
+    const due = Math.max(state.nextSlot, state.blockedUntil);
+    if (now >= due + this.options.idleMs && now >= state.queueTail + this.options.idleMs) {
       this.devices.delete(device);
       return SEND;
     }
-    const queued = this.places.get(dedupeKey);
-    const place = queued?.device === device ? queued.place : undefined;
-    const reserved = this.reservations.get(dedupeKey);
-    if (reserved !== undefined) {
-      this.reservations.delete(dedupeKey);
-      if (reserved.device === device && reserved.epoch === state.epoch && now >= reserved.slot) return SEND;
-    }
     const spacing = 1 / state.rate;
-    if (now >= state.blockedUntil && now >= state.nextSlot) {
-      state.nextSlot = now + spacing;
-      this.leaveQueue(dedupeKey, state, place);
+    if (now >= due) {
+      state.nextSlot = Math.max(due, now - spacing) + spacing;
       return SEND;
     }
-    const slot = Math.max(state.nextSlot, state.blockedUntil, now);
-    if (slot - now <= this.options.horizonMs) {
-      state.nextSlot = slot + spacing;
-      this.leaveQueue(dedupeKey, state, place);
-      this.reservations.set(dedupeKey, { device, slot, epoch: state.epoch });
-      if (this.reservations.size > this.options.maxReservations) {
-        this.reservations.delete(this.reservations.keys().next().value as string);
-      }
-      return { send: false, notBefore: Math.ceil(slot) };
-    }
-    return { send: false, notBefore: this.queue(dedupeKey, device, state, place, slot) };
+    const queueSpacing = Math.min(spacing / 2, this.options.queueSpacingMs);
+    state.queueTail = Math.max(state.queueTail + queueSpacing, due);
+    return { send: false, notBefore: Math.ceil(state.queueTail) };
   }
 
   /**
@@ -183,13 +156,11 @@ export class DeviceBackoff {
         knownRate: 0,
         probe: FIRST_PROBE,
         nextSlot: 0,
+        queueTail: 0,
         emptyAt: decidedAt,
         deliveredSince: 0,
         throttleKnownAt: now,
-        epoch: 0,
         recent: [],
-        placesGiven: 0,
-        placesServed: 0,
       };
       this.devices.set(device, state);
       if (this.devices.size > this.options.maxDevices) {
@@ -205,15 +176,13 @@ export class DeviceBackoff {
       state.emptyAt = decidedAt;
       state.deliveredSince = 0;
       state.throttleKnownAt = now;
-      state.epoch += 1;
-      state.nextSlot = 0;
     } else if (decidedAt > state.emptyAt) {
       // Same wave, decided later: the bucket was empty then too, and the proof starts over from there.
       state.emptyAt = decidedAt;
       state.deliveredSince = 0;
     }
     state.blockedUntil = Math.max(state.blockedUntil, now + (retryAfterMs ?? 1 / state.rate));
-    state.nextSlot = Math.max(state.nextSlot, state.blockedUntil);
+    state.nextSlot = state.blockedUntil;
   }
 
   /**
@@ -248,54 +217,15 @@ export class DeviceBackoff {
       const proven = (state.deliveredSince - 1) / (decidedAt - state.emptyAt);
       state.knownRate = Math.max(state.knownRate, proven);
     }
-    // Only a device with events waiting for their slots probes: a delivery in an idle spell says
-    // nothing about its limit.
-    const waiting = state.nextSlot - decidedAt > 1.5 / state.rate;
-    const rate = this.bounded(
+    // Only a device with events waiting probes: a delivery in an idle spell says nothing of its limit.
+    const waiting = state.queueTail > decidedAt;
+    state.rate = this.bounded(
       Math.max(state.knownRate, waiting ? state.rate * (1 + state.probe) : state.rate),
     );
-    // The time not yet given out is worth more sends at the new rate: the slots still to be given
-    // move closer (those given keep their times).
-    if (state.nextSlot > decidedAt) {
-      state.nextSlot = decidedAt + ((state.nextSlot - decidedAt) * state.rate) / rate;
-    }
-    state.rate = rate;
-  }
-
-  /**
-   * A place in the device's queue beyond the horizon (kept across returns), and when to come back: once
-   * the slots before it would be used up a little faster than the rate in force.
-   */
-  private queue(
-    dedupeKey: string,
-    device: string,
-    state: DeviceState,
-    place: number | undefined,
-    firstFreeSlot: number,
-  ): number {
-    let myPlace = place;
-    if (myPlace === undefined) {
-      state.placesGiven += 1;
-      myPlace = state.placesGiven;
-      this.places.set(dedupeKey, { device, place: myPlace });
-      if (this.places.size > this.options.maxReservations) {
-        this.places.delete(this.places.keys().next().value as string);
-      }
-    }
-    const ahead = Math.max(0, myPlace - state.placesServed - 1);
-    const wait = Math.min(ahead / state.rate / QUEUE_RETURN_SPEEDUP, this.options.queueReturnMaxMs);
-    return Math.ceil(firstFreeSlot - this.options.horizonMs + wait);
   }
 
   private bounded(rate: number): number {
     return Math.min(1 / this.options.minIntervalMs, Math.max(1 / this.options.maxIntervalMs, rate));
-  }
-
-  /** The event has its slot: its place in the queue (if it had one) is served. */
-  private leaveQueue(dedupeKey: string, state: DeviceState, place: number | undefined): void {
-    if (place === undefined) return;
-    this.places.delete(dedupeKey);
-    state.placesServed += 1;
   }
 }
 

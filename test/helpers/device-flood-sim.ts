@@ -12,6 +12,12 @@ export interface FloodSimOptions {
   arrivalMs: number;
   /** A deferred event is read again this long after its `notBefore` (the retry topic's round trip): at random in [min, max]. */
   lateMs: [number, number];
+  /**
+   * Records of the retry topic read at once, from its oldest unfinished one (a fetch's worth: 256 KiB
+   * of ~550-byte records is about 450): an event deferred beyond them waits until the ones before it
+   * are finished.
+   */
+  fetchWindow: number;
   /** The provider's answer comes this long after the push is decided. */
   answerMs: number;
   /** Attempts before an event is dead-lettered. */
@@ -48,26 +54,37 @@ export function simulateFlood(options: FloodSimOptions): FloodSimResult {
     id: `e${i}`,
     due: Math.round((i * options.arrivalMs) / options.events),
     attempt: 1,
+    /** Its offset on the retry topic (-1: still on the main topic). */
+    offset: -1,
   }));
+  let nextOffset = 0;
   const arrivals: number[] = [];
   let throttled = 0;
   let deferred = 0;
   let deadLettered = 0;
   for (let now = 0; now < 3_600_000 && pending.length > 0; now += STEP_MS) {
-    const due = pending.filter((p) => p.due <= now).sort((a, b) => a.due - b.due);
+    const oldestUnfinished = Math.min(...pending.filter((p) => p.offset >= 0).map((p) => p.offset));
+    const inReach = (p: (typeof pending)[number]) =>
+      p.offset < 0 || p.offset < oldestUnfinished + options.fetchWindow;
+    const due = pending.filter((p) => p.due <= now && inReach(p)).sort((a, b) => a.due - b.due);
     if (due.length === 0) continue;
-    pending = pending.filter((p) => p.due > now);
+    const taken = new Set(due);
+    pending = pending.filter((p) => !taken.has(p));
     const sends: typeof pending = [];
     for (const p of due) {
       if (sends.length >= MAX_PER_DEVICE_PER_STEP) {
         pending.push(p);
         continue;
       }
-      const decision = backoff.decide(DEVICE, p.id, now);
+      const decision = backoff.decide(DEVICE, now);
       if (decision.send) sends.push(p);
       else {
         deferred++;
-        pending.push({ ...p, due: Math.max(now + STEP_MS, decision.notBefore + late()) });
+        pending.push({
+          ...p,
+          due: Math.max(now + STEP_MS, decision.notBefore + late()),
+          offset: nextOffset++,
+        });
       }
     }
     const answeredAt = now + options.answerMs;
@@ -84,7 +101,12 @@ export function simulateFlood(options: FloodSimOptions): FloodSimResult {
         continue;
       }
       const delay = 1000 * 2 ** (p.attempt - 1) * (0.75 + random() * 0.5);
-      pending.push({ id: p.id, due: answeredAt + delay + late(), attempt: p.attempt + 1 });
+      pending.push({
+        id: p.id,
+        due: answeredAt + delay + late(),
+        attempt: p.attempt + 1,
+        offset: nextOffset++,
+      });
     }
   }
   const seconds = ((arrivals.at(-1) ?? 0) - (arrivals[0] ?? 0)) / 1000;
