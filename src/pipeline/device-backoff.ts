@@ -27,7 +27,7 @@ export const MAX_PER_DEVICE_PER_STEP = 8;
  *   it gave one (APNs gives none), else one spacing.
  *
  * An event for a paced device is sent when the device's next send is due (one spacing after the
- * previous, a late one catching up by at most one spacing); else it goes to the back of the device's
+ * previous; a device behind its pace catches up by at most `catchUpMs` of sends); else it goes to the back of the device's
  * queue: back to the retry topic, told to come back half a spacing (at most `queueSpacingMs`) after the
  * event queued before it. So the queue comes back in the order it was deferred, twice as fast as the
  * device is sent to or faster, and the device's next send always finds an event; who comes back before
@@ -52,6 +52,12 @@ export interface DeviceBackoffOptions {
   maxIntervalMs?: number;
   /** Widest gap between two events of a device's queue coming back, in ms. Default 20. */
   queueSpacingMs?: number;
+  /**
+   * How far behind its pace a device may catch up, in ms (at least one spacing): its events come back
+   * with the retry topic's fetches, not one spacing apart, and its bucket kept the tokens meanwhile.
+   * Default 250.
+   */
+  catchUpMs?: number;
   /** A device with no send due and no event queued for this long is forgotten, in ms. Default 60 000. */
   idleMs?: number;
   /** Devices remembered at most. Default 10 000. */
@@ -105,6 +111,7 @@ export class DeviceBackoff {
       minIntervalMs: options.minIntervalMs ?? 5,
       maxIntervalMs: options.maxIntervalMs ?? 60_000,
       queueSpacingMs: options.queueSpacingMs ?? 20,
+      catchUpMs: options.catchUpMs ?? 250,
       idleMs: options.idleMs ?? 60_000,
       maxDevices: options.maxDevices ?? 10_000,
     };
@@ -128,7 +135,7 @@ export class DeviceBackoff {
     }
     const spacing = 1 / state.rate;
     if (now >= due) {
-      state.nextSlot = Math.max(due, now - spacing) + spacing;
+      state.nextSlot = Math.max(due, now - Math.max(spacing, this.options.catchUpMs)) + spacing;
       return SEND;
     }
     const queueSpacing = Math.min(spacing / 2, this.options.queueSpacingMs);

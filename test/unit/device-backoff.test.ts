@@ -24,15 +24,17 @@ describe('DeviceBackoff', () => {
     expect(backoff.decide(HOT, 550)).toEqual({ send: false, notBefore: 630 });
   });
 
-  it('lets a late send catch up by one spacing at most', () => {
-    const backoff = new DeviceBackoff({ initialIntervalMs: 100 });
+  it('lets a device behind its pace catch up by catchUpMs of sends at most', () => {
+    const backoff = new DeviceBackoff({ initialIntervalMs: 100, catchUpMs: 250 });
     backoff.throttled(HOT, 0, 0, 0);
     expect(backoff.decide(HOT, 0)).toEqual({ send: true });
-    // Due at 100, the next event comes at 1000: it and one more go now, the one after waits a spacing.
-    expect([1000, 1000, 1000].map((now) => backoff.decide(HOT, now))).toEqual([
+    // Due at 100, the next events come at 1000: three go now (250 ms of sends after the first), the
+    // next waits a spacing.
+    expect([1000, 1000, 1000, 1000].map((now) => backoff.decide(HOT, now))).toEqual([
       { send: true },
       { send: true },
-      { send: false, notBefore: 1100 },
+      { send: true },
+      { send: false, notBefore: 1050 },
     ]);
   });
 
