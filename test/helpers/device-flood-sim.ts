@@ -18,6 +18,11 @@ export interface FloodSimOptions {
    * are finished.
    */
   fetchWindow: number;
+  /**
+   * The retry topic is fetched every this many ms (0: as soon as a record is due): what came due
+   * meanwhile is read at once, as a consumer busy with other partitions reads it.
+   */
+  fetchEveryMs: number;
   /** The provider's answer comes this long after the push is decided. */
   answerMs: number;
   /** Attempts before an event is dead-lettered. */
@@ -64,8 +69,10 @@ export function simulateFlood(options: FloodSimOptions): FloodSimResult {
   let deadLettered = 0;
   for (let now = 0; now < 3_600_000 && pending.length > 0; now += STEP_MS) {
     const oldestUnfinished = Math.min(...pending.filter((p) => p.offset >= 0).map((p) => p.offset));
+    const fetched = (p: (typeof pending)[number]) =>
+      options.fetchEveryMs === 0 || Math.ceil(p.due / options.fetchEveryMs) * options.fetchEveryMs <= now;
     const inReach = (p: (typeof pending)[number]) =>
-      p.offset < 0 || p.offset < oldestUnfinished + options.fetchWindow;
+      p.offset < 0 || (p.offset < oldestUnfinished + options.fetchWindow && fetched(p));
     const due = pending.filter((p) => p.due <= now && inReach(p)).sort((a, b) => a.due - b.due);
     if (due.length === 0) continue;
     const taken = new Set(due);
