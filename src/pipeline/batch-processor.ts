@@ -285,7 +285,10 @@ export class BatchProcessor {
         continue;
       }
       perDevice.set(device, sentToDevice + 1);
-      group.push({ item, event });
+      // A paced device's send is due now and spends its slot whether it goes out or not: it goes first
+      // for the group's tokens.
+      if (this.devices.isPaced(event)) group.unshift({ item, event });
+      else group.push({ item, event });
       if (pool) plan.byPool.set(pool, group);
     }
     return plan;

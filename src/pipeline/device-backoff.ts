@@ -122,6 +122,11 @@ export class DeviceBackoff {
     return this.devices.size;
   }
 
+  /** Whether this device is paced (the provider throttled it on its own). */
+  isPaced(event: NotificationEvent): boolean {
+    return this.devices.size > 0 && this.devices.has(deviceKey(event));
+  }
+
   /** Whether an event for this device may be sent now, or when to try again. */
   decide(event: NotificationEvent, now: number): DeviceDecision {
     if (this.devices.size === 0) return SEND;
