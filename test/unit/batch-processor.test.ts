@@ -1,5 +1,5 @@
 import type { Batch, EachBatchPayload, KafkaMessage } from 'kafkajs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { NotificationEventInput, Platform } from '../../src/events/event.ts';
 import { HEADER } from '../../src/kafka/headers.ts';
 import { type PoolBucket, TokenPool, type TokenSource } from '../../src/limiter/token-pool.ts';
@@ -389,6 +389,28 @@ describe('BatchProcessor', () => {
     const [record] = r.outcomes.records;
     expect(record?.kind === 'retry' && record.notBefore).toBeGreaterThanOrEqual(before + 5000);
     expect(record?.kind === 'retry' && record.notBefore).toBeLessThanOrEqual(Date.now() + 5000);
+  });
+
+  it("sends a paced device's due event first when the pool is short (its slot is spent once decided)", async () => {
+    const hotToken = 'token-hot';
+    const hot = (id: string) => ({ ...event(id), token: hotToken });
+    let hotCalls = 0;
+    const r = rig({
+      answer: (request) =>
+        request.event.token === hotToken && hotCalls++ === 0
+          ? { kind: 'retry', reason: 'TooManyRequests', httpStatus: 429, throttled: true, scope: 'device' }
+          : { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 },
+    });
+    await r.processor.eachBatch(payloadOf(TOPIC, [message(0, hot('h0'))]).payload);
+    // The device is paced now; once its block has passed, a batch meets a pool with one token left.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now() + 1000);
+    r.source.tokens = 1;
+    await r.processor.eachBatch(
+      payloadOf(TOPIC, [message(1, event('o1')), message(2, event('o2')), message(3, hot('h3'))]).payload,
+    );
+    vi.useRealTimers();
+    expect(r.providers.fcm.sent).toEqual(['h0', 'h3']);
   });
 
   it('backs off only the device a device-scoped 429 names: no fleet block, the others delivered, its later events deferred without an attempt', async () => {
