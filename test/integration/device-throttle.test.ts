@@ -86,12 +86,12 @@ describe('a device flooded among others (real Kafka, Redis, simulators, consumer
     expect(apns.stats().deviceThrottled).toBeLessThan(FLOOD);
 
     // The flooded device's events arrived at a pace tied to its own limit: over the flood, at least
-    // 0.4 of the device's rate (the pacing is learned per process and measured at 0.55–0.75 of it;
-    // the precise ratio is the chattyDevice bench's), and never above what its bucket lets through
-    // (its burst at once, then its rate).
+    // 0.65 of the device's rate (measured at 0.80–0.87 of it in ten runs: the pacing is learned per
+    // process, and while the other devices are still being sent it gets few of its events out), and
+    // never above what its bucket lets through (its burst at once, then its rate).
     const floodSeconds = ((floodArrivals.at(-1) as number) - (floodArrivals[0] as number)) / 1000;
     const floodRate = (FLOOD - DEVICE.burst) / floodSeconds;
-    expect(floodRate).toBeGreaterThanOrEqual(0.4 * DEVICE.rate);
+    expect(floodRate).toBeGreaterThanOrEqual(0.65 * DEVICE.rate);
     expect(FLOOD).toBeLessThanOrEqual(DEVICE.burst + DEVICE.rate * floodSeconds + 1);
 
     // The other devices did not wait for the flood: both providers had accepted every one of their
