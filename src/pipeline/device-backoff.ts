@@ -27,13 +27,14 @@ export const MAX_PER_DEVICE_PER_STEP = 8;
  *   it gave one (APNs gives none), else one spacing.
  *
  * An event for a paced device is sent when the device's next send is due (one spacing after the
- * previous; a device behind its pace catches up by at most `catchUpMs` of sends); else it goes to the back of the device's
- * queue: back to the retry topic, told to come back half a spacing (at most `queueSpacingMs`) after the
- * event queued before it. So the queue comes back in the order it was deferred, twice as fast as the
- * device is sent to or faster, and the device's next send always finds an event; who comes back before
- * it goes to the back again. Keeping that order matters: the retry topic is read in order from its
- * oldest unfinished record, a fetch's worth at a time, so an event told to come back later than events
- * deferred after it would hold them back.
+ * previous; a device behind its pace catches up by at most `catchUpMs` of sends), first for its group's
+ * tokens (see BatchProcessor); else it goes to the back of the device's queue: back to the retry topic,
+ * told to come back half a spacing (at most `queueSpacingMs`) after the event queued before it. So the
+ * queue comes back in the order it was deferred, twice as fast as the device is sent to or faster, and
+ * the device's next send always finds an event; who comes back before it goes to the back again.
+ * Keeping that order matters: the retry topic is read in order from its oldest unfinished record, a
+ * fetch's worth at a time, so an event told to come back later than events deferred after it would
+ * hold them back.
  *
  * Deferred events go to the retry topic without costing an attempt or a token, so a flooded device
  * spends the fleet's tokens only on what it is likely to accept; a device with a queue costs up to

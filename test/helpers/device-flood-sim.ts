@@ -10,7 +10,10 @@ export interface FloodSimOptions {
   /** Events for the device, first read evenly over `arrivalMs` (their places in the main topic). */
   events: number;
   arrivalMs: number;
-  /** A deferred event is read again this long after its `notBefore` (the retry topic's round trip): at random in [min, max]. */
+  /**
+   * A deferred event is read again this long after its `notBefore` (the retry topic's round trip): at
+   * random in [min, max].
+   */
   lateMs: [number, number];
   /**
    * Records of the retry topic read at once, from its oldest unfinished one (a fetch's worth: 256 KiB
