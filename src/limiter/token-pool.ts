@@ -55,7 +55,7 @@ export interface TokenPoolOptions {
    * After this many ms holding nothing unanswered and with nobody waiting, the pool gives back what it
    * holds and tells Redis it holds nothing (one call per idle spell), so that its last report stops
    * holding the bucket back and its turn (if it was told to come back for more) goes to others. Default
-   * 250.
+   * 1000.
    */
   idleReportMs?: number;
   /** Back-off after the limiter failed (Redis unreachable, fail-closed). Default 1000 ms. */
@@ -106,7 +106,7 @@ export class TokenPool {
     const chunk = Math.max(1, Math.min(options.chunk, smallestCapacity));
     this.options = {
       failureBackoffMs: 1000,
-      idleReportMs: 250,
+      idleReportMs: 1000,
       ...options,
       chunk,
       window: Math.max(1, Math.min(options.window ?? chunk * 2, smallestCapacity)),
