@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.ts';
 import { toScriptError } from '../redis/script-errors.ts';
 import {
   defineScripts,
@@ -15,7 +15,7 @@ export type FinalOutcome = 'delivered' | 'dead-lettered' | 'invalid-token';
 const RECENT_LIMIT = 200_000;
 
 /** One done-* script call, its errors mapped to ScriptArgumentError or ScriptUnavailableError. */
-function doneScript(redis: Redis, name: ScriptName): ScriptCall {
+function doneScript(redis: RedisClient, name: ScriptName): ScriptCall {
   const call = scriptCall(redis, name);
   return (...args) =>
     call(...args).catch((error: unknown) => {
@@ -77,7 +77,7 @@ export class DoneStore {
     reject: (e: unknown) => void;
   }> = [];
 
-  constructor(redis: Redis, options: DoneStoreOptions) {
+  constructor(redis: RedisClient, options: DoneStoreOptions) {
     defineScripts(redis);
     this.doneCheck = doneScript(redis, 'doneCheck');
     this.doneMark = doneScript(redis, 'doneMark');

@@ -1,5 +1,8 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { TlsOptions } from '../tls.ts';
+
+/** A connection to Aqueduct's Redis: one server, or a Redis Cluster (ioredis' Cluster client). */
+export type RedisClient = Redis | Cluster;
 
 /** Where Aqueduct's Redis is and how to authenticate and encrypt the connection to it. */
 export interface RedisConnectionOptions {

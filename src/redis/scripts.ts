@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './client.ts';
 
 /**
  * Every Lua script of Aqueduct (in `lua/`, each documented by its KEYS/ARGV header) and the ioredis
@@ -65,7 +65,7 @@ export function scriptSource(name: ScriptName): string {
 }
 
 /** Defines every script as a command on a client (idempotent; pipelines made later inherit them). */
-export function defineScripts(redis: Redis): void {
+export function defineScripts(redis: RedisClient): void {
   for (const name of Object.keys(scripts) as ScriptName[]) {
     const script = scripts[name];
     redis.defineCommand(script.command, {
@@ -76,7 +76,7 @@ export function defineScripts(redis: Redis): void {
 }
 
 /** The defined command of one script on a client, bound to it. */
-export function scriptCall(redis: Redis, name: ScriptName): ScriptCall {
+export function scriptCall(redis: RedisClient, name: ScriptName): ScriptCall {
   const call = (redis as unknown as Record<string, ScriptCall | undefined>)[scripts[name].command];
   if (typeof call !== 'function') throw new Error(`script ${name} is not defined on this client`);
   return call.bind(redis);
