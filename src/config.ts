@@ -207,9 +207,24 @@ export const configSchema = z.object({
     .describe(
       "Longest delay of one event's retry, in ms: a provider's Retry-After and the doubling back-off are both cut to this.",
     ),
+  AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe(
+      'How long a final outcome is remembered by (tenant, id), so that a second copy of an event published again is pushed once, in seconds (remembered at least this long, at most twice). Default 86400; 0 turns the window off (redeliveries after a crash or a rebalance are still recognized, by offset). About 18 bytes of Redis memory per event in the window.',
+    ),
+  AQUEDUCT_IDEMPOTENCY_SHARDS: positiveInt
+    .default(8192)
+    .describe(
+      "Shards of the idempotency window. A lookup scans one shard's string: keep events per window ÷ shards under about 10 000.",
+    ),
   AQUEDUCT_DEDUPE_TTL_SECONDS: positiveInt
-    .default(7 * 24 * 3600)
-    .describe('How long an event id is remembered as done (dedupe window against redelivery).'),
+    .optional()
+    .describe(
+      'Deprecated name of AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS, used as the window when that is not set.',
+    ),
   AQUEDUCT_MAX_MESSAGE_BYTES: positiveInt
     .default(16 * 1024)
     .describe(
@@ -345,6 +360,13 @@ export interface Topics {
 }
 
 /** The topics of AQUEDUCT_TOPIC's family. */
+/** The idempotency window in seconds: the setting, else its deprecated name's value, else a day. */
+export function idempotencyWindowOf(
+  config: Pick<Config, 'AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS' | 'AQUEDUCT_DEDUPE_TTL_SECONDS'>,
+): number {
+  return config.AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS ?? config.AQUEDUCT_DEDUPE_TTL_SECONDS ?? 86_400;
+}
+
 export function topicsOf(config: Pick<Config, 'AQUEDUCT_TOPIC'>): Topics {
   return topicFamily(config.AQUEDUCT_TOPIC);
 }

@@ -1,4 +1,4 @@
-import { type Config, topicsOf } from '../config.ts';
+import { type Config, idempotencyWindowOf, topicsOf } from '../config.ts';
 import type { NotificationConsumerOptions } from '../pipeline/consumer-options.ts';
 import { topicDurabilityOf } from '../settings-options.ts';
 
@@ -13,7 +13,8 @@ export function consumerOptions(config: Config): NotificationConsumerOptions {
     topicDurability: topicDurabilityOf(config),
     groupId: config.AQUEDUCT_GROUP_ID,
     redisPrefix: config.AQUEDUCT_REDIS_PREFIX,
-    dedupeTtlSeconds: config.AQUEDUCT_DEDUPE_TTL_SECONDS,
+    idempotencyWindowSeconds: idempotencyWindowOf(config),
+    idempotencyShards: config.AQUEDUCT_IDEMPOTENCY_SHARDS,
     maxMessageBytes: config.AQUEDUCT_MAX_MESSAGE_BYTES,
     maxHeaderBytes: config.AQUEDUCT_MAX_HEADER_BYTES,
     maxAttempts: config.AQUEDUCT_MAX_ATTEMPTS,

@@ -5,7 +5,7 @@ import { isKafkaJsError } from '../kafka/errors.ts';
 import type { TokenPool } from '../limiter/token-pool.ts';
 import { blocksFleet, type PushProvider } from '../providers/types.ts';
 import { DeviceBackoff, deviceKey, MAX_PER_DEVICE_PER_STEP } from './device-backoff.ts';
-import type { DoneStore } from './done-store.ts';
+import type { DoneMark, DoneReading, DoneStore } from './done-store.ts';
 import { type Answered, type Item, type ItemLimits, readItem, type Sendable } from './item.ts';
 import type { PipelineObserver } from './observer.ts';
 import type { Origin, OutcomeRecord, OutcomeWriter } from './outcome-writer.ts';
@@ -18,7 +18,7 @@ import {
 } from './outcomes.ts';
 import { PartitionState } from './partition-state.ts';
 import { backoffDelayMs, PauseTimers } from './pause-timers.ts';
-import { type DoneMark, markDone, Sender } from './sender.ts';
+import { markDone, Sender } from './sender.ts';
 
 /** Options of {@link BatchProcessor}. */
 export interface BatchProcessorOptions extends ItemLimits, RetryPolicy {
@@ -31,7 +31,10 @@ export interface BatchProcessorOptions extends ItemLimits, RetryPolicy {
 }
 
 /** The done-marks as the processor uses them (DoneStore over Redis; an in-memory one in unit tests). */
-export type DoneMarks = Pick<DoneStore, 'lookup' | 'check' | 'isDoneLocally' | 'mark' | 'settled'>;
+export type DoneMarks = Pick<
+  DoneStore,
+  'lookup' | 'check' | 'isDoneLocally' | 'mark' | 'settled' | 'committed'
+>;
 
 /** Everything the processor works with. */
 export interface BatchProcessorDeps {
@@ -182,35 +185,45 @@ export class BatchProcessor {
 
   /**
    * One Redis call for the messages this partition has not checked yet, sent at once (see
-   * DoneStore.lookup). When Redis cannot answer, the failure policy decides: `closed` (the default)
+   * DoneStore.lookup), with the partition's finished offsets on its first batch of an assignment. When Redis cannot answer, the failure policy decides: `closed` (the default)
    * throws, so the partition waits; `open` goes on without the check, accepting a duplicate push for an
    * event that is being redelivered right then.
    */
   private async dedupe(state: PartitionState, items: readonly Item[]): Promise<void> {
     const unchecked = state.unchecked(items);
-    if (unchecked.length === 0) return;
-    let done: Map<string, string>;
+    const readFinished = state.needsFinishedRead();
+    if (unchecked.length === 0 && !readFinished) return;
+    // A message that did not decode has no (tenant, id): only its offset can have been finished before.
+    const keys = unchecked.filter((item) => item.decoded.ok).map((item) => item.dedupeKey);
+    let reading: DoneReading;
     try {
-      done = await this.deps.doneStore.lookup(unchecked.map((item) => item.dedupeKey));
+      reading = await this.deps.doneStore.lookup(keys, readFinished ? [state] : []);
     } catch (error) {
       if (!this.options.failOpen) throw error;
       this.deps.observer.markFailed?.(error, unchecked.length);
-      done = new Map();
+      reading = { done: new Map(), finished: new Map() };
     }
-    state.checked(unchecked, done.size === 0 ? [] : unchecked.filter((item) => done.has(item.dedupeKey)));
+    const finished = reading.finished.get(state.key);
+    if (finished) state.finishedEarlier(finished);
+    state.checked(
+      unchecked,
+      reading.done.size === 0 ? [] : unchecked.filter((item) => reading.done.has(item.dedupeKey)),
+    );
   }
 
   /** Finishes what can be finished now: redeliveries, invalid messages, and events with tokens. */
   private async step(state: PartitionState, open: readonly Item[]): Promise<StepResult> {
     const plan = this.plan(state, open);
     for (const item of plan.duplicates) this.deps.observer.duplicateSkipped?.(item);
-    const settlements = plan.undecodable.map(({ item, decoded }) => {
-      this.deps.observer.deadLettered?.(decoded.kind, item);
-      return settleUndecodable(item, decoded, this.origin(state, item));
-    });
+    const settled: Array<{ item: Item; settlement: Settlement }> = plan.undecodable.map(
+      ({ item, decoded }) => {
+        this.deps.observer.deadLettered?.(decoded.kind, item);
+        return { item, settlement: settleUndecodable(item, decoded, this.origin(state, item)) };
+      },
+    );
     for (const { item, event, notBefore } of plan.deferred) {
       this.deps.observer.deferred?.(event, item, notBefore);
-      settlements.push(settleDeferred(item, this.origin(state, item), notBefore));
+      settled.push({ item, settlement: settleDeferred(item, this.origin(state, item), notBefore) });
     }
     const [unmetered, ...metered] = await Promise.all([
       this.sender.sendUnmetered(state, plan.unmetered),
@@ -218,16 +231,23 @@ export class BatchProcessor {
     ]);
     const sends = [unmetered, ...metered];
     const answered = sends.flatMap((send) => send.answered);
-    for (const entry of answered) settlements.push(await this.settleAnswered(state, entry, plan.at));
+    for (const entry of answered)
+      settled.push({ item: entry.item, settlement: await this.settleAnswered(state, entry, plan.at) });
 
     // The outcome is recorded once the provider accepted it or its record is on its topic; the marks
     // follow without being waited for (see markDone). Deliveries were marked by the sender already: if
     // writing the other records fails, a re-read must not push them again. Records are the outcome of
     // the rest, so those are marked done only once their records are on the topics.
-    await this.deps.outcomes.write(settlements.flatMap((s): OutcomeRecord[] => (s.record ? [s.record] : [])));
+    await this.deps.outcomes.write(
+      settled.flatMap(({ settlement: s }): OutcomeRecord[] => (s.record ? [s.record] : [])),
+    );
     markDone(
       this.deps,
-      settlements.flatMap((s): DoneMark[] => (s.mark ? [s.mark] : [])),
+      settled.flatMap(({ item, settlement }): DoneMark[] =>
+        settlement.record
+          ? [{ topic: state.topic, partition: state.partition, offset: item.offset, final: settlement.final }]
+          : [],
+      ),
     );
     const finished = [
       ...plan.duplicates,

@@ -36,10 +36,15 @@ export interface NotificationConsumerOptions {
   topicDurability: TopicDurability;
   /** The consumer group every instance joins. */
   groupId: string;
-  /** Prefix of every Redis key the consumer writes (the done-marks). */
+  /** Prefix of every Redis key the consumer writes (the dedupe memory). */
   redisPrefix: string;
-  /** How long an event id is remembered as done, in seconds: the dedupe window against redelivery. */
-  dedupeTtlSeconds: number;
+  /**
+   * How long a final outcome is remembered by (tenant, id), in seconds: a second copy of an event
+   * published within it is skipped. 0 turns it off (redeliveries are still recognized by offset).
+   */
+  idempotencyWindowSeconds: number;
+  /** Shards of the idempotency window (see DoneStoreOptions.shards). */
+  idempotencyShards: number;
   /** Largest accepted message value, in bytes: a larger one is dead-lettered before it is parsed. */
   maxMessageBytes: number;
   /** Largest accepted message key plus headers, in bytes: a larger message is dead-lettered unread. */

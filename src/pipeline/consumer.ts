@@ -69,13 +69,22 @@ export class NotificationConsumer {
     });
     const observer = deps.observer ?? noopObserver;
     this.observer = observer;
+    const doneStore = new DoneStore(deps.redis, {
+      prefix: this.options.redisPrefix,
+      groupId: this.options.groupId,
+      windowSeconds: this.options.idempotencyWindowSeconds,
+      shards: this.options.idempotencyShards,
+    });
+    // Kafka's commit says what is done below it: the finished offsets under it are dropped from Redis.
+    this.consumer.on(this.consumer.events.COMMIT_OFFSETS, ({ payload }) => {
+      for (const { topic, partitions } of payload.topics)
+        for (const { partition, offset } of partitions)
+          doneStore.committed({ topic, partition: Number(partition) }, offset);
+    });
     this.processor = new BatchProcessor(
       {
         providers: deps.providers,
-        doneStore: new DoneStore(deps.redis, {
-          prefix: this.options.redisPrefix,
-          ttlSeconds: this.options.dedupeTtlSeconds,
-        }),
+        doneStore,
         outcomes: new OutcomeWriter(producer, this.topics),
         poolFor: (event) => this.poolFor(event),
         pause: (topic, partition) => this.consumer.pause([{ topic, partitions: [partition] }]),

@@ -1,8 +1,10 @@
+import { hash } from 'node:crypto';
 import type { RedisClient } from '../redis/client.ts';
 import { toScriptError } from '../redis/script-errors.ts';
 import {
   defineScripts,
   replyFields,
+  type ScriptArgument,
   type ScriptCall,
   type ScriptName,
   scriptCall,
@@ -11,165 +13,362 @@ import {
 /** The outcomes that end an event for good (a `retry` does not: the retried copy carries on). */
 export type FinalOutcome = 'delivered' | 'dead-lettered' | 'invalid-token';
 
-/** How many recently marked ids a process remembers (a few minutes of traffic at full rate). */
+/** A partition as the dedupe memory names it. */
+export interface PartitionRef {
+  topic: string;
+  partition: number;
+}
+
+/**
+ * What finishing one message leaves behind: its offset, for a redelivery of the same message, and, for
+ * an event with a final outcome, its idempotency key, for a second copy of the event.
+ */
+export interface DoneMark extends PartitionRef {
+  offset: string;
+  final?: FinalMark | undefined;
+}
+
+/** An event's idempotency key (Item.dedupeKey) and its final outcome. */
+export interface FinalMark {
+  key: string;
+  outcome: FinalOutcome;
+}
+
+/** What an earlier reading finished, as a lookup found it. */
+export interface DoneReading {
+  /** Idempotency keys remembered by the window, with their outcome. */
+  done: Map<string, FinalOutcome>;
+  /** Per partition asked for (`topic:partition`), its offsets finished above the committed one. */
+  finished: Map<string, Set<string>>;
+}
+
+/** How many recently marked keys a process remembers (a few minutes of traffic at full rate). */
 const RECENT_LIMIT = 200_000;
 
-/** One done-* script call, its errors mapped to ScriptArgumentError or ScriptUnavailableError. */
-function doneScript(redis: RedisClient, name: ScriptName): ScriptCall {
-  const call = scriptCall(redis, name);
-  return (...args) =>
-    call(...args).catch((error: unknown) => {
-      throw toScriptError(error, name);
-    });
-}
+/**
+ * Hash tags the window's shards spread over: on a Redis Cluster one call per tag a batch touches, and
+ * up to this many masters share the window.
+ */
+const WINDOW_TAGS = 16;
+
+/** Most window shards in one script call (two keys each). */
+const SHARDS_PER_CALL = 500;
+
+const OUTCOME_BYTE: Record<FinalOutcome, string> = {
+  delivered: 'd',
+  'dead-lettered': 'x',
+  'invalid-token': 'i',
+};
+const OUTCOME_OF_BYTE: Record<string, FinalOutcome> = {
+  d: 'delivered',
+  x: 'dead-lettered',
+  i: 'invalid-token',
+};
 
 /** Options of {@link DoneStore}. */
 export interface DoneStoreOptions {
-  /** Prefix of the done-mark keys. */
+  /** Prefix of the keys. */
   prefix: string;
-  /** How long an event stays marked (the dedupe window), in seconds. */
-  ttlSeconds: number;
-  /** Most keys in one script call. Default 1000. */
-  maxKeysPerCall?: number;
+  /** The consumer group: offsets are finished, and committed, per group. */
+  groupId: string;
+  /**
+   * How long a final outcome is remembered by (tenant, id), so that a second copy of an event published
+   * again is skipped, in seconds: at least this long and at most twice. 0 turns the window off: then only
+   * redeliveries of the same message (a crash, a rebalance) are recognized.
+   */
+  windowSeconds: number;
+  /**
+   * Shards of the window. Default 8192. A lookup scans its shard's string, so a shard should hold at
+   * most some ten thousand events per window: shards ≥ events per window ÷ 10 000.
+   */
+  shards?: number;
+  /** A partition's finished-offset set expires after this long without a mark, in seconds. Default 7 days. */
+  finishedTtlSeconds?: number;
   /**
    * How long checks wait for others to join them in one call, in ms. Default 5: the partitions of a
-   * process are fetched and woken together but finish their steps a few ms apart, and at saturation one
-   * call each instead of one per partition is what keeps Redis near a call per hundred pushes.
+   * process finish their steps a few ms apart.
    */
   coalesceMs?: number;
   /**
    * How long marks wait for others to join them in one call, in ms. Default 50: nothing waits for a
    * mark (the step goes on, and shutdown waits for what is in flight), so a longer wait costs only the
-   * span in which a crash would forget a delivery's dedupe memory (the fault benchmark's kill -9 still
-   * pushes nothing twice); the windows of a process's partitions are answered a few ms apart, and
-   * gathering them saves a call each.
+   * span in which a crash would forget what it finished; gathering the partitions' marks saves a call
+   * each.
    */
   markCoalesceMs?: number;
 }
 
+/** An idempotency key's place in the window: its 8-byte fingerprint and its shard. */
+interface Fingerprint {
+  bytes: Buffer;
+  shard: number;
+}
+
+/** The keys and arguments of one script call, all in one Redis Cluster slot (or on one server). */
+interface CallPlan {
+  partitions: Array<{ ref: PartitionRef; key: string }>;
+  shards: number[];
+}
+
 /**
- * The dedupe memory: which event ids already have a final outcome. Both directions cost one Redis
- * call for many events: the checks, and the marks, that the partitions of a process make within a few
- * milliseconds of each other go out together.
+ * The dedupe memory, in two parts with two jobs:
+ *
+ * - **Finished offsets**, per partition: what finished above the committed offset, out of order. A
+ *   redelivery (a crash, a rebalance) re-reads from the commit and skips these. Kafka's commit says the
+ *   rest: a commit trims the set below it, so the set holds only work in flight.
+ * - **The idempotency window**, by (tenant, id): the final outcomes of the last `windowSeconds`, 9 bytes
+ *   each, so that a second copy of an event (a producer's retry) is skipped. See lua/includes/window.lua.
+ *
+ * Both directions cost one Redis call for many events (one per slot on a Redis Cluster): the checks of
+ * a fetched batch, and the marks the partitions of a process make within a few ms of each other.
  */
 export class DoneStore {
-  private readonly doneCheck: ScriptCall;
-  private readonly doneMark: ScriptCall;
-  private readonly doneForget: ScriptCall;
+  private readonly redis: RedisClient;
+  private readonly dedupeCheck: ScriptCall;
+  private readonly dedupeMark: ScriptCall;
+  private readonly dedupeForget: ScriptCall;
   private readonly options: Required<DoneStoreOptions>;
-  private readonly keyPrefix: string;
-  /** Marks waiting for the next flush: keys and their outcomes, side by side. */
-  private pending: { keys: string[]; outcomes: FinalOutcome[] } = { keys: [], outcomes: [] };
+  /** Marks and trims waiting for the next flush, per partition key. */
+  private pendingPartitions = new Map<string, { ref: PartitionRef; committed: string; offsets: string[] }>();
+  /** Window entries waiting for the next flush, per shard. */
+  private pendingEntries = new Map<number, Buffer[]>();
   /**
-   * Ids this process marked recently: a second copy in reach is skipped without asking Redis. Two
+   * Keys this process marked recently: a second copy in reach is skipped without asking Redis. Two
    * generations of RECENT_LIMIT / 2 (the older one dropped whole when the newer fills up): evicting one
-   * id at a time from the front of a Set costs ~20 µs per mark once it is full (V8 walks the deleted
-   * entries on every values().next()).
+   * key at a time from the front of a Set costs ~20 µs per mark once it is full.
    */
   private recent = new Set<string>();
   private older = new Set<string>();
   private flushing: Promise<void> | undefined;
-  /** Flushes of marks not yet answered by Redis. */
+  /** Flushes not yet answered by Redis. */
   private readonly unsettled = new Set<Promise<void>>();
   private checks: Array<{
-    ids: readonly string[];
-    resolve: (found: Map<string, string>) => void;
+    keys: readonly string[];
+    partitions: readonly PartitionRef[];
+    resolve: (reading: DoneReading) => void;
     reject: (e: unknown) => void;
   }> = [];
 
   constructor(redis: RedisClient, options: DoneStoreOptions) {
     defineScripts(redis);
-    this.doneCheck = doneScript(redis, 'doneCheck');
-    this.doneMark = doneScript(redis, 'doneMark');
-    this.doneForget = doneScript(redis, 'doneForget');
-    this.options = { maxKeysPerCall: 1000, coalesceMs: 5, markCoalesceMs: 50, ...options };
-    this.keyPrefix = `${options.prefix}:{done}:`;
+    this.redis = redis;
+    this.dedupeCheck = mappedErrors(redis, 'dedupeCheck');
+    this.dedupeMark = mappedErrors(redis, 'dedupeMark');
+    this.dedupeForget = mappedErrors(redis, 'dedupeForget');
+    this.options = {
+      shards: 8192,
+      finishedTtlSeconds: 7 * 86_400,
+      coalesceMs: 5,
+      markCoalesceMs: 50,
+      ...options,
+    };
+    if (!Number.isInteger(this.options.shards) || this.options.shards < 1)
+      throw new RangeError(`shards must be an integer >= 1, got ${this.options.shards}`);
   }
 
-  /** The Redis key of an event id; a Cluster hash tag keeps all marks of one call in one slot. */
-  key(id: string): string {
-    return this.keyPrefix + id;
+  /** True when the idempotency window is on. */
+  get windowOn(): boolean {
+    return this.options.windowSeconds > 0;
+  }
+
+  /** The Redis key of a partition's finished-offset set. */
+  partitionKey(ref: PartitionRef): string {
+    return `${this.options.prefix}:{p:${ref.topic}:${ref.partition}}:finished:${this.options.groupId}`;
+  }
+
+  /** The two Redis keys (even and odd generations) of one window shard. */
+  shardKeys(shard: number): [string, string] {
+    const base = `${this.options.prefix}:{w${shard % WINDOW_TAGS}}:${shard}`;
+    return [`${base}:0`, `${base}:1`];
   }
 
   /**
-   * The recorded outcome of each id that has one, asked right away: a fetched batch's check goes out
-   * while kafkajs hands the process the next batches of the same fetch (decoded in the same tick), so
-   * Redis answers it in the meantime instead of after all of them.
+   * What earlier readings finished: the window's outcome of each key, and the finished offsets of each
+   * partition given (read once per assignment). Asked right away: a fetched batch's check goes out
+   * while kafkajs hands the process the next batches of the same fetch.
    */
-  lookup(ids: readonly string[]): Promise<Map<string, string>> {
-    return ids.length === 0 ? Promise.resolve(new Map()) : this.read(ids);
+  lookup(keys: readonly string[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
+    return this.read(keys, partitions);
   }
 
-  /** The recorded outcome of each id that has one (coalesced with other callers' checks). */
-  check(ids: readonly string[]): Promise<Map<string, string>> {
-    if (ids.length === 0) return Promise.resolve(new Map());
+  /** As {@link lookup}, coalesced with other callers' checks of the next few ms. */
+  check(keys: readonly string[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
     return new Promise((resolve, reject) => {
       if (this.checks.length === 0) setTimeout(() => void this.flushChecks(), this.options.coalesceMs);
-      this.checks.push({ ids, resolve, reject });
+      this.checks.push({ keys, partitions, resolve, reject });
     });
+  }
+
+  /** True when this process itself marked `key` final recently (and the window is on). */
+  isDoneLocally(key: string): boolean {
+    return this.recent.has(key) || this.older.has(key);
+  }
+
+  /**
+   * Records finished messages: this process knows their final keys at once (isDoneLocally); the
+   * returned promise resolves once they are in Redis (coalesced with other callers' marks).
+   */
+  mark(marks: readonly DoneMark[]): Promise<void> {
+    if (marks.length === 0) return Promise.resolve();
+    for (const mark of marks) {
+      this.pendingPartition(mark).offsets.push(mark.offset);
+      if (mark.final && this.windowOn) {
+        const fp = this.fingerprint(mark.final.key);
+        const entry = Buffer.allocUnsafe(9);
+        fp.bytes.copy(entry);
+        entry.write(OUTCOME_BYTE[mark.final.outcome], 8, 'latin1');
+        const entries = this.pendingEntries.get(fp.shard) ?? [];
+        entries.push(entry);
+        this.pendingEntries.set(fp.shard, entries);
+        this.remember(mark.final.key);
+      }
+    }
+    return this.scheduleFlush();
+  }
+
+  /**
+   * Kafka committed `offset` (the next to read) for a partition: its finished offsets below it are
+   * removed with the next flush, which this schedules when none is due.
+   */
+  committed(ref: PartitionRef, offset: string): void {
+    this.pendingPartition(ref).committed = offset;
+    void this.scheduleFlush().catch(() => {}); // a trim that fails is retried by the next commit's
+  }
+
+  /** Resolves once every mark made so far has landed in Redis or failed (never rejects). */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.unsettled]);
+  }
+
+  /**
+   * Forgets that these events were dead-lettered (other outcomes stay), so that replayed copies are
+   * processed rather than skipped as second copies. Resolves with the number forgotten.
+   */
+  async forgetDeadLettered(keys: readonly string[]): Promise<number> {
+    if (!this.windowOn || keys.length === 0) return 0;
+    const byShard = this.fingerprintsByShard(keys);
+    let forgotten = 0;
+    for (const plan of this.plans([], [...byShard.keys()])) {
+      const args: ScriptArgument[] = [plan.shards.length * 2];
+      for (const shard of plan.shards) args.push(...this.shardKeys(shard));
+      args.push(this.options.windowSeconds);
+      for (const shard of plan.shards) args.push(Buffer.concat(byShard.get(shard) ?? []));
+      forgotten += Number(await this.dedupeForget(...args));
+    }
+    return forgotten;
+  }
+
+  private fingerprint(key: string): Fingerprint {
+    const digest = hash('sha1', key, 'buffer');
+    // The shard comes from bytes the fingerprint does not use, so all 64 bits of it tell events apart.
+    return { bytes: digest.subarray(0, 8), shard: digest.readUInt32BE(8) % this.options.shards };
+  }
+
+  private fingerprintsByShard(keys: Iterable<string>): Map<number, Buffer[]> {
+    const byShard = new Map<number, Buffer[]>();
+    for (const key of keys) {
+      const fp = this.fingerprint(key);
+      const list = byShard.get(fp.shard) ?? [];
+      list.push(fp.bytes);
+      byShard.set(fp.shard, list);
+    }
+    return byShard;
+  }
+
+  /**
+   * The calls that cover these partitions and shards: one on a single server (a script may touch any
+   * key there); on a Redis Cluster one per hash tag, since a script call must stay in one slot.
+   */
+  private plans(partitions: readonly PartitionRef[], shards: readonly number[]): CallPlan[] {
+    const withKeys = partitions.map((ref) => ({ ref, key: this.partitionKey(ref) }));
+    const plans: CallPlan[] = [];
+    if (!this.redis.isCluster) {
+      for (let start = 0; start < Math.max(shards.length, 1); start += SHARDS_PER_CALL)
+        plans.push({
+          partitions: start === 0 ? withKeys : [],
+          shards: shards.slice(start, start + SHARDS_PER_CALL),
+        });
+      return plans.filter((plan) => plan.partitions.length > 0 || plan.shards.length > 0);
+    }
+    for (const entry of withKeys) plans.push({ partitions: [entry], shards: [] });
+    const byTag = new Map<number, number[]>();
+    for (const shard of shards) {
+      const list = byTag.get(shard % WINDOW_TAGS) ?? [];
+      list.push(shard);
+      byTag.set(shard % WINDOW_TAGS, list);
+    }
+    for (const list of byTag.values())
+      for (let start = 0; start < list.length; start += SHARDS_PER_CALL)
+        plans.push({ partitions: [], shards: list.slice(start, start + SHARDS_PER_CALL) });
+    return plans;
+  }
+
+  private async read(keys: readonly string[], partitions: readonly PartitionRef[]): Promise<DoneReading> {
+    const reading: DoneReading = { done: new Map(), finished: new Map() };
+    const fingerprints = new Map<string, Fingerprint>();
+    const keysByShard = new Map<number, string[]>();
+    if (this.windowOn)
+      for (const key of keys) {
+        if (fingerprints.has(key)) continue;
+        const fp = this.fingerprint(key);
+        fingerprints.set(key, fp);
+        const list = keysByShard.get(fp.shard) ?? [];
+        list.push(key);
+        keysByShard.set(fp.shard, list);
+      }
+    const calls = this.plans(partitions, [...keysByShard.keys()]).map(async (plan) => {
+      const args: ScriptArgument[] = [plan.partitions.length + plan.shards.length * 2];
+      for (const { key } of plan.partitions) args.push(key);
+      for (const shard of plan.shards) args.push(...this.shardKeys(shard));
+      args.push(plan.partitions.length, Math.max(this.options.windowSeconds, 1));
+      const asked = plan.shards.map((shard) => keysByShard.get(shard) ?? []);
+      for (const list of asked)
+        args.push(Buffer.concat(list.map((key) => (fingerprints.get(key) as Fingerprint).bytes)));
+      const fields = replyFields(await this.dedupeCheck(...args));
+      plan.partitions.forEach(({ ref }, i) => {
+        const text = fields[i] ?? '';
+        reading.finished.set(`${ref.topic}:${ref.partition}`, new Set(text === '' ? [] : text.split(',')));
+      });
+      asked.forEach((list, s) => {
+        const outcomes = fields[plan.partitions.length + s] ?? '';
+        list.forEach((key, j) => {
+          const outcome = OUTCOME_OF_BYTE[outcomes[j] ?? '-'];
+          if (outcome) reading.done.set(key, outcome);
+        });
+      });
+    });
+    await Promise.all(calls);
+    return reading;
   }
 
   private async flushChecks(): Promise<void> {
     const waiting = this.checks;
     this.checks = [];
     try {
-      const ids = new Set<string>();
-      for (const check of waiting) for (const id of check.ids) ids.add(id);
-      const found = await this.read([...ids]);
-      for (const check of waiting) check.resolve(found);
+      const keys = new Set<string>();
+      const partitions = new Map<string, PartitionRef>();
+      for (const check of waiting) {
+        for (const key of check.keys) keys.add(key);
+        for (const ref of check.partitions) partitions.set(`${ref.topic}:${ref.partition}`, ref);
+      }
+      const reading = await this.read([...keys], [...partitions.values()]);
+      for (const check of waiting) check.resolve(reading);
     } catch (error) {
       for (const check of waiting) check.reject(error);
     }
   }
 
-  /** All slices at once: ioredis pipelines them on the connection, so they cost one round trip. */
-  private async read(ids: readonly string[]): Promise<Map<string, string>> {
-    const found = new Map<string, string>();
-    const calls: Array<Promise<void>> = [];
-    for (let start = 0; start < ids.length; start += this.options.maxKeysPerCall) {
-      const slice = ids.slice(start, start + this.options.maxKeysPerCall);
-      calls.push(
-        this.doneCheck(slice.length, ...slice.map((id) => this.key(id))).then((reply) => {
-          replyFields(reply).forEach((value, i) => {
-            const id = slice[i];
-            if (value !== '' && id !== undefined) found.set(id, value);
-          });
-        }),
-      );
+  private pendingPartition(ref: PartitionRef): { ref: PartitionRef; committed: string; offsets: string[] } {
+    const key = `${ref.topic}:${ref.partition}`;
+    let pending = this.pendingPartitions.get(key);
+    if (!pending) {
+      pending = { ref: { topic: ref.topic, partition: ref.partition }, committed: '', offsets: [] };
+      this.pendingPartitions.set(key, pending);
     }
-    await Promise.all(calls);
-    return found;
+    return pending;
   }
 
-  /**
-   * Forgets that these events were dead-lettered (marks of other outcomes stay), so that replayed
-   * copies are processed rather than skipped as duplicates. Resolves with the number forgotten.
-   */
-  async forgetDeadLettered(ids: readonly string[]): Promise<number> {
-    let removed = 0;
-    for (let start = 0; start < ids.length; start += this.options.maxKeysPerCall) {
-      const slice = ids.slice(start, start + this.options.maxKeysPerCall);
-      removed += Number(await this.doneForget(slice.length, ...slice.map((id) => this.key(id))));
-    }
-    return removed;
-  }
-
-  /** True when this process itself marked `id` recently. */
-  isDoneLocally(id: string): boolean {
-    return this.recent.has(id) || this.older.has(id);
-  }
-
-  /**
-   * Records final outcomes: this process knows them at once (isDoneLocally); the returned promise
-   * resolves once they are in Redis (coalesced with other callers' marks).
-   */
-  mark(entries: ReadonlyArray<{ key: string; outcome: FinalOutcome }>): Promise<void> {
-    if (entries.length === 0) return Promise.resolve();
-    for (const { key, outcome } of entries) {
-      this.pending.keys.push(this.key(key));
-      this.pending.outcomes.push(outcome);
-      this.remember(key);
-    }
+  private scheduleFlush(): Promise<void> {
     if (!this.flushing) {
       const flushing = new Promise<void>((resolve) => setTimeout(resolve, this.options.markCoalesceMs)).then(
         () => this.flush(),
@@ -182,13 +381,8 @@ export class DoneStore {
     return this.flushing;
   }
 
-  /** Resolves once every mark made so far has landed in Redis or failed (never rejects). */
-  async settled(): Promise<void> {
-    await Promise.allSettled([...this.unsettled]);
-  }
-
-  private remember(id: string): void {
-    this.recent.add(id);
+  private remember(key: string): void {
+    this.recent.add(key);
     if (this.recent.size >= RECENT_LIMIT / 2) {
       this.older = this.recent;
       this.recent = new Set();
@@ -196,17 +390,40 @@ export class DoneStore {
   }
 
   private async flush(): Promise<void> {
-    const { keys, outcomes } = this.pending;
-    this.pending = { keys: [], outcomes: [] };
+    const partitions = this.pendingPartitions;
+    const entries = this.pendingEntries;
+    this.pendingPartitions = new Map();
+    this.pendingEntries = new Map();
     this.flushing = undefined;
-    const calls: Array<Promise<unknown>> = [];
-    for (let start = 0; start < keys.length; start += this.options.maxKeysPerCall) {
-      const end = start + this.options.maxKeysPerCall;
-      const slice = keys.slice(start, end);
-      calls.push(
-        this.doneMark(slice.length, ...slice, this.options.ttlSeconds, ...outcomes.slice(start, end)),
+    const pendingOf = new Map([...partitions.values()].map((p) => [this.partitionKey(p.ref), p]));
+    const calls = this.plans(
+      [...partitions.values()].map((p) => p.ref),
+      [...entries.keys()],
+    ).map((plan) => {
+      const args: ScriptArgument[] = [plan.partitions.length + plan.shards.length * 2];
+      for (const { key } of plan.partitions) args.push(key);
+      for (const shard of plan.shards) args.push(...this.shardKeys(shard));
+      args.push(
+        plan.partitions.length,
+        Math.max(this.options.windowSeconds, 1),
+        this.options.finishedTtlSeconds,
       );
-    }
+      for (const { key } of plan.partitions) {
+        const pending = pendingOf.get(key);
+        args.push(pending?.committed ?? '', pending?.offsets.join(',') ?? '');
+      }
+      for (const shard of plan.shards) args.push(Buffer.concat(entries.get(shard) ?? []));
+      return this.dedupeMark(...args);
+    });
     await Promise.all(calls);
   }
+}
+
+/** One script call, its errors mapped to ScriptArgumentError or ScriptUnavailableError. */
+function mappedErrors(redis: RedisClient, name: ScriptName): ScriptCall {
+  const call = scriptCall(redis, name);
+  return (...args) =>
+    call(...args).catch((error: unknown) => {
+      throw toScriptError(error, name);
+    });
 }

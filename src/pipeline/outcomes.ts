@@ -1,17 +1,18 @@
 import type { DecodeResult } from '../events/decode.ts';
 import { MAX_TIMER_MS } from '../timer-delay.ts';
+import type { FinalMark } from './done-store.ts';
 import type { Answered, Item } from './item.ts';
 import type { Origin, OutcomeRecord } from './outcome-writer.ts';
-import type { DoneMark } from './sender.ts';
 
 /**
- * What an item's outcome comes to: the record for an outcome topic, the done-mark set once that record
- * is written, and what the observer is told besides the outcome itself. Made by pure functions; the
+ * What an item's outcome comes to: the record for an outcome topic, the final outcome remembered once that
+ * record is written, and what the observer is told besides the outcome itself. Made by pure functions; the
  * batch processor carries it out.
  */
 export interface Settlement {
   record?: OutcomeRecord;
-  mark?: DoneMark;
+  /** The final outcome the idempotency window remembers, once the record is written. */
+  final?: FinalMark;
   /** Dead-lettered, for this reason kind (`observer.deadLettered`). */
   deadLettered?: string;
   /** Written to the retry topic (`observer.retried`). */
@@ -51,7 +52,7 @@ export function settleAnswered(
     case 'invalid-token':
       return {
         record: { kind: 'invalid-token', event, message: item.message, origin, reason: outcome.reason },
-        mark: { key: item.dedupeKey, outcome: 'invalid-token' },
+        final: { key: item.dedupeKey, outcome: 'invalid-token' },
       };
     case 'rejected':
       return deadLetter(item, origin, 'rejected', outcome.reason);
@@ -120,7 +121,8 @@ export function settleDeferred(item: Item, origin: Origin, notBefore: number): S
 function deadLetter(item: Item, origin: Origin, reasonKind: string, reason: string): Settlement {
   return {
     record: { kind: 'dead-letter', message: item.message, origin, reasonKind, reason },
-    mark: { key: item.dedupeKey, outcome: 'dead-lettered' },
+    // A message that did not decode has no (tenant, id) a second copy could share.
+    ...(item.decoded.ok ? { final: { key: item.dedupeKey, outcome: 'dead-lettered' as const } } : {}),
     deadLettered: reasonKind,
   };
 }

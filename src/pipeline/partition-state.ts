@@ -15,12 +15,17 @@ export class PartitionState {
   private readonly remembered = new Map<string, Item>();
   /** Offsets whose outcome is recorded but that wait for an earlier offset before they can be resolved. */
   private readonly finished = new Set<string>();
-  /** Offsets whose outcome the dedupe check found recorded by an earlier reading (redeliveries). */
+  /**
+   * Offsets an earlier reading finished: by their offset (a redelivery of the same message) or by their
+   * (tenant, id) (a second copy of the event).
+   */
   private readonly doneEarlier = new Set<string>();
   /** Highest offset resolved (its outcome and every earlier one's recorded). */
   private resolvedThrough = -1n;
-  /** Highest offset whose dedupe state was read from Redis. */
+  /** Highest offset whose (tenant, id) was looked up in the idempotency window. */
   private checkedThrough = -1n;
+  /** Whether the offsets an earlier owner finished above the commit were read (once per assignment). */
+  private finishedRead = false;
   /** Failed steps in a row (Redis or Kafka unavailable), for the back-off. */
   private failures = 0;
   /** Until then (epoch ms) done-marks are read again right before each send (see Sender). */
@@ -51,6 +56,20 @@ export class PartitionState {
     const last = checked.at(-1);
     if (last !== undefined) this.checkedThrough = BigInt(last.offset);
     for (const item of done) this.doneEarlier.add(item.offset);
+  }
+
+  /**
+   * True until the offsets earlier readings finished out of order are known: while a consumer owns a
+   * partition it is the only one to finish its offsets, so one read per assignment is enough.
+   */
+  needsFinishedRead(): boolean {
+    return !this.finishedRead;
+  }
+
+  /** Records the offsets earlier readings finished above the committed one: they are skipped. */
+  finishedEarlier(offsets: Iterable<string>): void {
+    this.finishedRead = true;
+    for (const offset of offsets) if (!this.isResolved(offset)) this.doneEarlier.add(offset);
   }
 
   /** True when the dedupe check found the item's outcome recorded by an earlier reading. */

@@ -1,16 +1,10 @@
 import type { Platform } from '../events/event.ts';
 import type { TokenPool } from '../limiter/token-pool.ts';
 import { blocksFleet, type PushProvider, type PushRequest } from '../providers/types.ts';
-import type { DoneStore, FinalOutcome } from './done-store.ts';
+import type { DoneMark, DoneReading, DoneStore } from './done-store.ts';
 import type { Answered, Item, Sendable } from './item.ts';
 import type { PipelineObserver } from './observer.ts';
 import type { PartitionState } from './partition-state.ts';
-
-/** A done-mark: an event's idempotency key (Item.dedupeKey) and its final outcome. */
-export interface DoneMark {
-  key: string;
-  outcome: FinalOutcome;
-}
 
 /** What {@link Sender} works with. */
 export interface SenderDeps {
@@ -46,7 +40,7 @@ export class Sender {
   /** Sends events whose bucket group has no limit (the limiter is disabled). */
   async sendUnmetered(state: PartitionState, entries: readonly Sendable[]): Promise<SendResult> {
     const { keep, skipped } = await this.recheck(state, entries);
-    return { answered: await this.send(keep), skipped, unmet: 0 };
+    return { answered: await this.send(state, keep), skipped, unmet: 0 };
   }
 
   /**
@@ -72,7 +66,7 @@ export class Sender {
       try {
         const { keep, skipped } = await this.recheck(state, slice.slice(0, granted));
         result.skipped.push(...skipped);
-        answered = await this.send(keep);
+        answered = await this.send(state, keep);
       } finally {
         pool.release(granted);
       }
@@ -96,18 +90,22 @@ export class Sender {
     entries: readonly Sendable[],
   ): Promise<{ keep: readonly Sendable[]; skipped: Item[] }> {
     if (entries.length === 0 || !state.rechecksBeforeSend()) return { keep: entries, skipped: [] };
-    let done: Map<string, string>;
+    let reading: DoneReading;
     try {
-      done = await this.deps.doneStore.check(entries.map((entry) => entry.item.dedupeKey));
+      reading = await this.deps.doneStore.check(
+        entries.map((entry) => entry.item.dedupeKey),
+        [state],
+      );
     } catch (error) {
       if (!this.deps.failOpen) throw error;
       this.deps.observer.markFailed?.(error, entries.length);
       return { keep: entries, skipped: [] };
     }
+    const finished = reading.finished.get(state.key);
     const keep: Sendable[] = [];
     const skipped: Item[] = [];
     for (const entry of entries) {
-      if (done.has(entry.item.dedupeKey)) {
+      if (reading.done.has(entry.item.dedupeKey) || finished?.has(entry.item.offset)) {
         this.deps.observer.duplicateSkipped?.(entry.item);
         skipped.push(entry.item);
       } else {
@@ -118,7 +116,7 @@ export class Sender {
   }
 
   /** One provider call per platform for the entries, all at once; deliveries are marked done at once. */
-  private async send(entries: readonly Sendable[]): Promise<Answered[]> {
+  private async send(state: PartitionState, entries: readonly Sendable[]): Promise<Answered[]> {
     const byPlatform = new Map<Platform, Sendable[]>();
     for (const entry of entries) {
       const list = byPlatform.get(entry.event.platform) ?? [];
@@ -153,7 +151,12 @@ export class Sender {
       this.deps,
       answered
         .filter(({ outcome }) => outcome.kind === 'delivered')
-        .map(({ item }) => ({ key: item.dedupeKey, outcome: 'delivered' })),
+        .map(({ item }) => ({
+          topic: state.topic,
+          partition: state.partition,
+          offset: item.offset,
+          final: { key: item.dedupeKey, outcome: 'delivered' },
+        })),
     );
     return answered;
   }

@@ -13,9 +13,9 @@ export const scripts = {
   refund: { command: 'aqueductLimiterRefund', file: 'refund.lua' },
   block: { command: 'aqueductLimiterBlock', file: 'block.lua' },
   inspect: { command: 'aqueductLimiterInspect', file: 'inspect.lua', readOnly: true },
-  doneCheck: { command: 'aqDoneCheck', file: 'done-check.lua' },
-  doneMark: { command: 'aqDoneMark', file: 'done-mark.lua' },
-  doneForget: { command: 'aqDoneForget', file: 'done-forget.lua' },
+  dedupeCheck: { command: 'aqDedupeCheck', file: 'dedupe-check.lua', readOnly: true },
+  dedupeMark: { command: 'aqDedupeMark', file: 'dedupe-mark.lua' },
+  dedupeForget: { command: 'aqDedupeForget', file: 'dedupe-forget.lua' },
 } as const;
 
 export type ScriptName = keyof typeof scripts;
@@ -27,7 +27,7 @@ export type ScriptName = keyof typeof scripts;
 export type ScriptCall = (...numkeysKeysAndArgv: ScriptArgument[]) => Promise<unknown>;
 
 /** One argument of a script call, or an array of them. */
-export type ScriptArgument = string | number | readonly string[];
+export type ScriptArgument = string | number | Buffer | readonly string[];
 
 const LUA_DIRECTORY = new URL('../../lua/', import.meta.url);
 

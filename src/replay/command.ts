@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { loadConfig, topicsOf } from '../config.ts';
+import { idempotencyWindowOf, loadConfig, topicsOf } from '../config.ts';
 import { createKafka } from '../kafka/client.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
 import { DoneStore } from '../pipeline/done-store.ts';
@@ -59,7 +59,9 @@ export function registerReplayCommand(program: Command): void {
           topics,
           doneStore: new DoneStore(redis, {
             prefix: config.AQUEDUCT_REDIS_PREFIX,
-            ttlSeconds: config.AQUEDUCT_DEDUPE_TTL_SECONDS,
+            groupId: config.AQUEDUCT_GROUP_ID,
+            windowSeconds: idempotencyWindowOf(config),
+            shards: config.AQUEDUCT_IDEMPOTENCY_SHARDS,
           }),
           groupId: `${config.AQUEDUCT_GROUP_ID}.replay`,
           kinds: flags.kind

@@ -22,7 +22,11 @@ const kafka = createKafka({ brokers: inject('kafkaBrokers'), clientId: 'aqueduct
 const redis = testRedis('replay');
 let doneStore: DoneStore;
 beforeAll(() => {
-  doneStore = new DoneStore(redis.client as Redis, { prefix: redis.prefix.slice(0, -1), ttlSeconds: 60 });
+  doneStore = new DoneStore(redis.client as Redis, {
+    prefix: redis.prefix.slice(0, -1),
+    groupId: 'replay-test',
+    windowSeconds: 60,
+  });
 });
 afterAll(async () => {
   await redis.cleanup();
@@ -63,8 +67,9 @@ describe('aqueduct replay', () => {
       ],
     });
     await doneStore.mark([
-      { key: 'e1', outcome: 'dead-lettered' },
-      { key: 'e3', outcome: 'delivered' }, // delivered meanwhile by another copy: its mark must stay
+      { topic: 'somewhere', partition: 0, offset: '7', final: { key: 'e1', outcome: 'dead-lettered' } },
+      // delivered meanwhile by another copy: its mark must stay
+      { topic: 'somewhere', partition: 0, offset: '8', final: { key: 'e3', outcome: 'delivered' } },
     ]);
     const groupId = `${topic}-group.replay`;
 
@@ -93,7 +98,7 @@ describe('aqueduct replay', () => {
       expect(Object.keys(message.headers ?? {})).toEqual(['traceparent']);
       expect(headerString(message.headers, 'traceparent')).toContain('0af7651916cd43dd8448eb211c80319c');
     }
-    expect(await doneStore.check(['e1', 'e3'])).toEqual(new Map([['e3', 'delivered']]));
+    expect((await doneStore.check(['e1', 'e3'])).done).toEqual(new Map([['e3', 'delivered']]));
 
     // The group remembers: nothing is replayed twice, and a new dead letter is picked up next time.
     await producer.send({ topic: topics.deadLetter, messages: [deadLetter('e5', 'max-attempts')] });

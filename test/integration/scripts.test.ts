@@ -46,23 +46,50 @@ describe('one reply shape and one error format', () => {
     await redis.cleanup();
   });
 
-  it('done-check answers one string of fields, empty for an event without a mark', async () => {
+  it('dedupe-check answers one string of fields: offsets per partition, an outcome byte per fingerprint', async () => {
     const store = new DoneStore(redis.client, {
       prefix: `${redis.prefix}d`,
-      ttlSeconds: 60,
+      groupId: 'g',
+      windowSeconds: 60,
+      shards: 1,
       markCoalesceMs: 0,
     });
-    await store.mark([{ key: 'a', outcome: 'delivered' }]);
-    const reply = await scriptCall(redis.client, 'doneCheck')(2, store.key('missing'), store.key('a'));
-    expect(replyFields(reply)).toEqual(['', 'delivered']);
-    expect(await store.lookup(['a', 'missing'])).toEqual(new Map([['a', 'delivered']]));
+    const partition = { topic: 't', partition: 0 };
+    await store.mark([{ ...partition, offset: '7', final: { key: 'a', outcome: 'delivered' } }]);
+    const reading = await store.lookup(['missing', 'a'], [partition]);
+    expect(reading.done).toEqual(new Map([['a', 'delivered']]));
+    expect(reading.finished).toEqual(new Map([['t:0', new Set(['7'])]]));
+    const reply = await scriptCall(redis.client, 'dedupeCheck')(1, store.partitionKey(partition), 1, 60);
+    expect(replyFields(reply)).toEqual(['7']);
   });
 
-  const key = () => `${redis.prefix}{done}:x`;
+  const key = () => `${redis.prefix}{x}:x`;
   const bad: Array<[string, ScriptName, () => Array<string | number>, string]> = [
-    ['done-mark: ttlSeconds 0', 'doneMark', () => [1, key(), 0, 'delivered'], 'ttlSeconds'],
-    ['done-mark: ttlSeconds fractional', 'doneMark', () => [1, key(), 1.5, 'delivered'], 'ttlSeconds'],
-    ['done-mark: no outcome', 'doneMark', () => [1, key(), 60], 'outcomes'],
+    [
+      'dedupe-mark: windowSeconds 0',
+      'dedupeMark',
+      () => [2, key(), `${key()}1`, 0, 0, 60, 'AAAAAAAAd'],
+      'windowSeconds',
+    ],
+    [
+      'dedupe-mark: windowSeconds fractional',
+      'dedupeMark',
+      () => [2, key(), `${key()}1`, 0, 1.5, 60, 'AAAAAAAAd'],
+      'windowSeconds',
+    ],
+    [
+      'dedupe-mark: finishedTtlSeconds 0',
+      'dedupeMark',
+      () => [1, key(), 1, 60, 0, '', '1'],
+      'finishedTtlSeconds',
+    ],
+    [
+      'dedupe-mark: a shard key without its pair',
+      'dedupeMark',
+      () => [1, key(), 0, 60, 60, 'AAAAAAAAd'],
+      'shards',
+    ],
+    ['dedupe-check: entries missing', 'dedupeCheck', () => [2, key(), `${key()}1`, 0, 60], 'shards'],
     ['block: minTtlSeconds', 'block', () => [1, key(), 5, 0, 60_000, 1, 0, 1], 'minTtlSeconds'],
     ['block: maxBlockMs', 'block', () => [1, key(), 5, 60, 'inf', 1, 0, 1], 'maxBlockMs'],
   ];
@@ -81,7 +108,7 @@ describe('one reply shape and one error format', () => {
   );
 
   it('maps any other failure to a retriable ScriptUnavailableError', () => {
-    const error = toScriptError(new Error('Connection is closed.'), 'doneMark');
+    const error = toScriptError(new Error('Connection is closed.'), 'dedupeMark');
     expect(error).toBeInstanceOf(ScriptUnavailableError);
     expect(error.retriable).toBe(true);
   });

@@ -8,7 +8,7 @@ import {
   type BatchProcessorOptions,
   type DoneMarks,
 } from '../../src/pipeline/batch-processor.ts';
-import type { FinalOutcome } from '../../src/pipeline/done-store.ts';
+import type { DoneMark, DoneReading, FinalOutcome, PartitionRef } from '../../src/pipeline/done-store.ts';
 import type { PipelineObserver } from '../../src/pipeline/observer.ts';
 import type { OutcomeRecord } from '../../src/pipeline/outcome-writer.ts';
 import type { PushOutcome, PushProvider, PushRequest } from '../../src/providers/types.ts';
@@ -23,29 +23,47 @@ import type { PushOutcome, PushProvider, PushRequest } from '../../src/providers
 const TOPIC = 'notifications';
 const RETRY_TOPIC = 'notifications.retry';
 
-/** Done-marks in memory, behind the interface the processor uses. */
+/** The dedupe memory in memory, behind the interface the processor uses. */
 class MemoryDoneStore implements DoneMarks {
+  /** The idempotency window: (tenant, id) → final outcome. */
   readonly marks = new Map<string, string>();
-  async lookup(ids: readonly string[]): Promise<Map<string, string>> {
-    return this.read(ids);
+  /** Finished offsets, as `topic:partition:offset`. */
+  readonly finished = new Set<string>();
+  /** Partitions whose finished offsets were read, in order. */
+  readonly partitionReads: string[] = [];
+  async lookup(keys: readonly string[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
+    return this.read(keys, partitions);
   }
-  async check(ids: readonly string[]): Promise<Map<string, string>> {
-    return this.read(ids);
+  async check(keys: readonly string[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
+    return this.read(keys, partitions);
   }
-  isDoneLocally(id: string): boolean {
-    return this.marks.has(id);
+  isDoneLocally(key: string): boolean {
+    return this.marks.has(key);
   }
-  async mark(entries: ReadonlyArray<{ key: string; outcome: FinalOutcome }>): Promise<void> {
-    for (const { key, outcome } of entries) this.marks.set(key, outcome);
-  }
-  async settled(): Promise<void> {}
-  private read(ids: readonly string[]): Map<string, string> {
-    const found = new Map<string, string>();
-    for (const id of ids) {
-      const outcome = this.marks.get(id);
-      if (outcome !== undefined) found.set(id, outcome);
+  async mark(marks: readonly DoneMark[]): Promise<void> {
+    for (const { topic, partition, offset, final } of marks) {
+      this.finished.add(`${topic}:${partition}:${offset}`);
+      if (final) this.marks.set(final.key, final.outcome);
     }
-    return found;
+  }
+  committed(): void {}
+  async settled(): Promise<void> {}
+  private read(keys: readonly string[], partitions: readonly PartitionRef[]): DoneReading {
+    const done = new Map<string, FinalOutcome>();
+    for (const key of keys) {
+      const outcome = this.marks.get(key);
+      if (outcome !== undefined) done.set(key, outcome as FinalOutcome);
+    }
+    const finished = new Map<string, Set<string>>();
+    for (const { topic, partition } of partitions) {
+      const prefix = `${topic}:${partition}:`;
+      this.partitionReads.push(`${topic}:${partition}`);
+      finished.set(
+        `${topic}:${partition}`,
+        new Set([...this.finished].filter((f) => f.startsWith(prefix)).map((f) => f.slice(prefix.length))),
+      );
+    }
+    return { done, finished };
   }
 }
 
@@ -282,7 +300,8 @@ describe('BatchProcessor', () => {
         origin: { topic: TOPIC, partition: 0, offset: '1' },
       },
     ]);
-    expect(r.doneStore.marks.get(`@${TOPIC}:0:1`)).toBe('dead-lettered');
+    expect(r.doneStore.finished.has(`${TOPIC}:0:1`)).toBe(true);
+    expect(r.doneStore.marks.has(`@${TOPIC}:0:1`)).toBe(false); // no (tenant, id) to remember
     expect(r.events).toContain(`dead-lettered invalid-json @${TOPIC}:0:1`);
     expect([...r.providers.fcm.sent, ...r.providers.apns.sent]).toEqual(['e0', 'e2']);
     expect(calls.resolved).toEqual(['2']);
@@ -300,6 +319,28 @@ describe('BatchProcessor', () => {
     expect(r.providers.fcm.sent).toEqual(['e0', 'e2']);
     expect(r.events).toContain('duplicate e1');
     expect(calls.resolved).toEqual(['2']);
+  });
+
+  it('skips a message whose offset an earlier owner finished, reading the finished offsets once per assignment', async () => {
+    const r = rig();
+    r.doneStore.finished.add(`${TOPIC}:0:1`); // finished out of order above the commit, then the owner crashed
+    r.doneStore.finished.add(`${TOPIC}:0:4`);
+    const first = payloadOf(
+      TOPIC,
+      [0, 1, 2].map((i) => message(i, event(`e${i}`))),
+    );
+    await r.processor.eachBatch(first.payload);
+    const second = payloadOf(
+      TOPIC,
+      [3, 4, 5].map((i) => message(i, event(`e${i}`))),
+    );
+    await r.processor.eachBatch(second.payload);
+
+    expect(r.providers.fcm.sent).toEqual(['e0', 'e2', 'e3', 'e5']);
+    expect(r.events).toContain('duplicate e1');
+    expect(r.events).toContain('duplicate e4');
+    expect(r.doneStore.partitionReads).toEqual([`${TOPIC}:0`]);
+    expect(second.calls.resolved.at(-1)).toBe('5');
   });
 
   it('pauses a partition its pool cannot serve, resumes it when the pool has refilled, and sends then', async () => {

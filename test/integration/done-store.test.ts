@@ -1,0 +1,132 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DoneStore, type DoneStoreOptions } from '../../src/pipeline/done-store.ts';
+import { defineScripts, replyFields, scriptCall } from '../../src/redis/scripts.ts';
+import { type TestRedis, testRedis } from '../helpers/redis.ts';
+
+/**
+ * The dedupe memory against a real Redis: finished offsets per partition, trimmed by Kafka's commit,
+ * and the idempotency window of 9-byte entries, by (tenant, id).
+ */
+
+let redis: TestRedis;
+beforeAll(() => {
+  redis = testRedis('done-store');
+  defineScripts(redis.client);
+});
+afterAll(async () => {
+  await redis.cleanup();
+});
+
+let stores = 0;
+function store(options: Partial<DoneStoreOptions> = {}): DoneStore {
+  return new DoneStore(redis.client, {
+    prefix: `${redis.prefix}s${stores++}`,
+    groupId: 'group',
+    windowSeconds: 60,
+    markCoalesceMs: 0,
+    coalesceMs: 0,
+    ...options,
+  });
+}
+
+async function keysOf(prefix: string): Promise<string[]> {
+  return (await redis.client.keys(`${prefix}*`)).sort();
+}
+
+const P0 = { topic: 'notifications', partition: 0 };
+const P1 = { topic: 'notifications', partition: 1 };
+
+describe('DoneStore', () => {
+  it('remembers final outcomes by (tenant, id) and finished offsets by partition, in one lookup', async () => {
+    const s = store();
+    await s.mark([
+      { ...P0, offset: '3', final: { key: 'acme order-42', outcome: 'delivered' } },
+      { ...P0, offset: '5' }, // written to the retry topic: finished, not final
+      { ...P1, offset: '9', final: { key: 'acme order-7', outcome: 'invalid-token' } },
+      { ...P1, offset: '10', final: { key: 'acme order-8', outcome: 'dead-lettered' } },
+    ]);
+    const reading = await s.lookup(
+      ['acme order-42', 'globex order-42', 'acme order-7', 'acme order-8'],
+      [P0, P1],
+    );
+    expect(reading.done).toEqual(
+      new Map([
+        ['acme order-42', 'delivered'],
+        ['acme order-7', 'invalid-token'],
+        ['acme order-8', 'dead-lettered'],
+      ]),
+    );
+    expect(reading.finished).toEqual(
+      new Map([
+        ['notifications:0', new Set(['3', '5'])],
+        ['notifications:1', new Set(['9', '10'])],
+      ]),
+    );
+  });
+
+  it("drops a partition's finished offsets below each commit: once the commit passes them, nothing is left", async () => {
+    const s = store({ windowSeconds: 0 });
+    await s.mark(['4', '6', '7', '12'].map((offset) => ({ ...P0, offset })));
+    s.committed(P0, '7');
+    await s.settled();
+    expect((await s.lookup([], [P0])).finished.get('notifications:0')).toEqual(new Set(['7', '12']));
+    s.committed(P0, '13');
+    await s.settled();
+    expect((await s.lookup([], [P0])).finished.get('notifications:0')).toEqual(new Set());
+    expect(await redis.client.exists(s.partitionKey(P0))).toBe(0);
+  });
+
+  it('with the window off writes nothing but finished offsets, and knows no (tenant, id)', async () => {
+    const prefix = `${redis.prefix}off`;
+    const s = new DoneStore(redis.client, { prefix, groupId: 'g', windowSeconds: 0, markCoalesceMs: 0 });
+    await s.mark([{ ...P0, offset: '1', final: { key: 'acme a', outcome: 'delivered' } }]);
+    expect(await keysOf(prefix)).toEqual([s.partitionKey(P0)]);
+    expect((await s.lookup(['acme a'])).done.size).toBe(0);
+    expect(s.isDoneLocally('acme a')).toBe(false);
+  });
+
+  it('remembers an event for at least one window and at most two', async () => {
+    const s = store({ windowSeconds: 1 });
+    await s.mark([{ ...P0, offset: '1', final: { key: 'k', outcome: 'delivered' } }]);
+    expect((await s.lookup(['k'])).done.get('k')).toBe('delivered');
+    await sleep(2100);
+    expect((await s.lookup(['k'])).done.has('k')).toBe(false);
+  });
+
+  it('forgets dead-lettered events only, and remembers one marked again after that', async () => {
+    const s = store();
+    await s.mark([
+      { ...P0, offset: '1', final: { key: 'dead', outcome: 'dead-lettered' } },
+      { ...P0, offset: '2', final: { key: 'sent', outcome: 'delivered' } },
+    ]);
+    expect(await s.forgetDeadLettered(['dead', 'sent', 'unknown'])).toBe(1);
+    expect((await s.lookup(['dead', 'sent'])).done).toEqual(new Map([['sent', 'delivered']]));
+    await s.mark([{ ...P0, offset: '3', final: { key: 'dead', outcome: 'delivered' } }]);
+    expect((await s.lookup(['dead'])).done.get('dead')).toBe('delivered');
+  });
+
+  it('tells apart thousands of events sharing few shards, with no false match', async () => {
+    const s = store({ shards: 4 });
+    const marked = Array.from({ length: 3000 }, (_, i) => `tenant event-${i}`);
+    await s.mark(
+      marked.map((key, i) => ({ ...P0, offset: String(i), final: { key, outcome: 'delivered' as const } })),
+    );
+    const others = Array.from({ length: 3000 }, (_, i) => `tenant other-${i}`);
+    const reading = await s.lookup([...marked, ...others]);
+    expect(reading.done.size).toBe(3000);
+    for (const key of marked) expect(reading.done.get(key)).toBe('delivered');
+  });
+
+  it('matches a fingerprint only on an entry boundary', async () => {
+    const s = store();
+    const [even, odd] = s.shardKeys(0);
+    const mark = scriptCall(redis.client, 'dedupeMark');
+    const check = scriptCall(redis.client, 'dedupeCheck');
+    // Entries AAAAAAAA/d and BBBBBBBB/d: the bytes "AAAAAAAd" occur across the first entry's end.
+    const entries = Buffer.from('AAAAAAAAdBBBBBBBBd', 'latin1');
+    await mark(2, even, odd, 0, 60, 60, entries);
+    const reply = await check(2, even, odd, 0, 60, Buffer.from('AAAAAAAdAAAAAAAABBBBBBBB', 'latin1'));
+    expect(replyFields(reply)).toEqual(['-dd']);
+  });
+});
