@@ -10,6 +10,7 @@ const scenarios: Record<string, () => Promise<void>> = {
   overhead: async () => (await import('./overhead.ts')).main(),
   gateway: async () => (await import('./gateway.ts')).main(),
   faults: async () => (await import('./faults.ts')).main(),
+  state: async () => (await import('./state.ts')).main(),
 };
 
 const requested = process.argv.slice(2);

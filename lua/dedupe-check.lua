@@ -37,22 +37,28 @@ if shards > 0 then
   local failure = integer_error(2, 'windowSeconds', 1)
   if failure then return failure end
   local g = current_generation(tonumber(ARGV[2]))
+  local current_header, previous_header = generation_header(g), generation_header(g - 1)
+  -- One MGET for every shard key: a call per key costs more than the scans.
+  local texts = redis.call('MGET', unpack(KEYS, p + 1, #KEYS))
+  local function live(index, header)
+    local text = texts[index]
+    if text and string.sub(text, 1, HEADER) == header then return text end
+    return ''
+  end
   for s = 1, shards do
-    local current = generation_text(KEYS[p + 2 * s - 1 + g % 2], g)
-    local previous = generation_text(KEYS[p + 2 * s - 1 + (g - 1) % 2], g - 1)
+    local current = live(2 * s - 1 + g % 2, current_header)
+    local previous = live(2 * s - 1 + (g - 1) % 2, previous_header)
     local fps = ARGV[2 + s]
     local found = {}
     for j = 1, #fps / 8 do
       local fp = string.sub(fps, 8 * j - 7, 8 * j)
-      local outcome = '-'
-      for _, text in ipairs({ current or '', previous or '' }) do
-        local at = entry_position(text, fp)
-        if at then
-          outcome = string.sub(text, at + 8, at + 8)
-          break
-        end
+      local at = entry_position(current, fp)
+      local text = current
+      if not at then
+        at = entry_position(previous, fp)
+        text = previous
       end
-      found[j] = outcome
+      found[j] = at and string.sub(text, at + 8, at + 8) or '-'
     end
     fields[p + s] = table.concat(found)
   end
