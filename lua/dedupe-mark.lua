@@ -3,18 +3,19 @@
   second copy of an event published twice.
 
   KEYS[1..p]     finished-offset sets of partitions (<prefix>:{p:<topic>:<partition>}:finished:<group>)
-  KEYS[p+1..]    the idempotency window's shard keys, two per shard (see includes/window.lua)
+  KEYS[p+1..]    the idempotency window's shard keys (see includes/window.lua)
   ARGV[1]        p, the number of finished-offset sets
-  ARGV[2]        windowSeconds, an integer >= 1 (ignored when no shard key is given)
+  ARGV[2]        windowSeconds, an integer >= 1
   ARGV[3]        finishedTtlSeconds, an integer >= 1: a finished-offset set left behind (its topic
                  deleted, its group gone) expires after this long without a mark
   ARGV[4..3+2p]  per finished-offset set: the committed offset, below which its offsets are removed
                  ('' for no trim), then the finished offsets to add, joined by ',' ('' for none)
-  ARGV[4+2p..]   per shard, in KEYS order: 9-byte entries (fingerprint and outcome byte), concatenated
+  ARGV[4+2p]     the number of entries per shard key, comma-separated ('' with no shard key)
+  ARGV[5+2p]     the 9-byte entries (fingerprint and outcome byte), concatenated shard by shard
 
   Returns        the number of offsets and entries written.
   Error replies (nothing is written; the format is includes/arguments.lua's):
-    AQUEDUCT_ARGUMENT shards <message>               keys and ARGV do not pair up
+    AQUEDUCT_ARGUMENT shards <message>               keys, counts and entries do not add up
     AQUEDUCT_ARGUMENT windowSeconds <message>        not an integer >= 1
     AQUEDUCT_ARGUMENT finishedTtlSeconds <message>   not an integer >= 1
 
@@ -26,17 +27,20 @@
 --- @include "window"
 
 local p = tonumber(ARGV[1])
-local shards = p and (#KEYS - p) / 2
-if p == nil or p < 0 or shards % 1 ~= 0 or #ARGV ~= 3 + 2 * p + shards then
-  return argument_error('shards', 'need ARGV p, windowSeconds, finishedTtlSeconds, two per set, one per shard key pair; got '
+if p == nil or p < 0 or p > #KEYS or #ARGV ~= 5 + 2 * p then
+  return argument_error('shards', 'need ARGV p, windowSeconds, finishedTtlSeconds, two per set, counts, entries; got '
     .. #KEYS .. ' keys and ' .. #ARGV .. ' ARGV')
+end
+local shards = #KEYS - p
+local counts, problem = {}, nil
+if shards > 0 then
+  counts, problem = shard_counts(ARGV[4 + 2 * p], shards, ARGV[5 + 2 * p], ENTRY)
+  if not counts then return argument_error('shards', problem) end
+  local failure = integer_error(2, 'windowSeconds', 1)
+  if failure then return failure end
 end
 local failure = integer_error(3, 'finishedTtlSeconds', 1)
 if failure then return failure end
-if shards > 0 then
-  failure = integer_error(2, 'windowSeconds', 1)
-  if failure then return failure end
-end
 
 local written = 0
 for i = 1, p do
@@ -60,16 +64,26 @@ end
 if shards > 0 then
   local window = tonumber(ARGV[2])
   local g = current_generation(window)
-  local header = generation_header(g)
+  local current = generation_header(g, HEADER + 1)
+  local generation = string.sub(current, 1, 9)
+  local previous = string.sub(generation_header(g - 1, 0), 1, 9)
+  local blob, from = ARGV[5 + 2 * p], 1
   for s = 1, shards do
-    local key = KEYS[p + 2 * s - 1 + g % 2]
-    local entries = ARGV[3 + 2 * p + s]
-    if redis.call('GETRANGE', key, 0, HEADER - 1) == header then
+    local key = KEYS[p + s]
+    local entries = string.sub(blob, from, from + counts[s] * ENTRY - 1)
+    from = from + counts[s] * ENTRY
+    local held = redis.call('GETRANGE', key, 0, 8)
+    if held == generation then
       redis.call('APPEND', key, entries)
+    elseif held == previous then
+      -- One generation on: the header's current entries become the previous ones, once per window.
+      local text = redis.call('GET', key)
+      local kept = string.sub(text, tonumber(string.sub(text, 10, 18)))
+      redis.call('SET', key, generation_header(g, HEADER + 1 + #kept) .. kept .. entries, 'EXAT', (g + 2) * window)
     else
-      redis.call('SET', key, header .. entries, 'EXAT', (g + 2) * window)
+      redis.call('SET', key, current .. entries, 'EXAT', (g + 2) * window)
     end
-    written = written + #entries / ENTRY
+    written = written + counts[s]
   end
 end
 return written

@@ -54,10 +54,10 @@ const WINDOW_TAGS = 16;
 /** Most window shards in one script call (two keys each). */
 const SHARDS_PER_CALL = 500;
 
-const OUTCOME_BYTE: Record<FinalOutcome, string> = {
-  delivered: 'd',
-  'dead-lettered': 'x',
-  'invalid-token': 'i',
+const OUTCOME_BYTE: Record<FinalOutcome, number> = {
+  delivered: 'd'.charCodeAt(0),
+  'dead-lettered': 'x'.charCodeAt(0),
+  'invalid-token': 'i'.charCodeAt(0),
 };
 const OUTCOME_OF_BYTE: Record<string, FinalOutcome> = {
   d: 'delivered',
@@ -130,8 +130,14 @@ export class DoneStore {
   private readonly options: Required<DoneStoreOptions>;
   /** Marks and trims waiting for the next flush, per partition key. */
   private pendingPartitions = new Map<string, { ref: PartitionRef; committed: string; offsets: string[] }>();
-  /** Window entries waiting for the next flush, per shard. */
-  private pendingEntries = new Map<number, Buffer[]>();
+  /** Window entries waiting for the next flush, per shard: fingerprint and outcome byte. */
+  private pendingEntries = new Map<number, Array<{ bytes: Buffer; outcome: number }>>();
+  /**
+   * Fingerprints of keys looked up and not marked yet, so that a mark does not hash its key again. Two
+   * generations, as `recent`: a key looked up and never marked (skipped, retried) ages out.
+   */
+  private fingerprints = new Map<string, Fingerprint>();
+  private olderFingerprints = new Map<string, Fingerprint>();
   /**
    * Keys this process marked recently: a second copy in reach is skipped without asking Redis. Two
    * generations of RECENT_LIMIT / 2 (the older one dropped whole when the newer fills up): evicting one
@@ -176,10 +182,9 @@ export class DoneStore {
     return `${this.options.prefix}:{p:${ref.topic}:${ref.partition}}:finished:${this.options.groupId}`;
   }
 
-  /** The two Redis keys (even and odd generations) of one window shard. */
-  shardKeys(shard: number): [string, string] {
-    const base = `${this.options.prefix}:{w${shard % WINDOW_TAGS}}:${shard}`;
-    return [`${base}:0`, `${base}:1`];
+  /** The Redis key of one window shard. */
+  shardKey(shard: number): string {
+    return `${this.options.prefix}:{w${shard % WINDOW_TAGS}}:${shard}`;
   }
 
   /**
@@ -213,12 +218,9 @@ export class DoneStore {
     for (const mark of marks) {
       this.pendingPartition(mark).offsets.push(mark.offset);
       if (mark.final && this.windowOn) {
-        const fp = this.fingerprint(mark.final.key);
-        const entry = Buffer.allocUnsafe(9);
-        fp.bytes.copy(entry);
-        entry.write(OUTCOME_BYTE[mark.final.outcome], 8, 'latin1');
+        const fp = this.fingerprint(mark.final.key, true);
         const entries = this.pendingEntries.get(fp.shard) ?? [];
-        entries.push(entry);
+        entries.push({ bytes: fp.bytes, outcome: OUTCOME_BYTE[mark.final.outcome] });
         this.pendingEntries.set(fp.shard, entries);
         this.remember(mark.final.key);
       }
@@ -246,33 +248,73 @@ export class DoneStore {
    */
   async forgetDeadLettered(keys: readonly string[]): Promise<number> {
     if (!this.windowOn || keys.length === 0) return 0;
-    const byShard = this.fingerprintsByShard(keys);
+    const byShard = this.byShard(keys);
     let forgotten = 0;
     for (const plan of this.plans([], [...byShard.keys()])) {
-      const args: ScriptArgument[] = [plan.shards.length * 2];
-      for (const shard of plan.shards) args.push(...this.shardKeys(shard));
-      args.push(this.options.windowSeconds);
-      for (const shard of plan.shards) args.push(Buffer.concat(byShard.get(shard) ?? []));
-      forgotten += Number(await this.dedupeForget(...args));
+      const { counts, blob } = this.fingerprintBlob(plan.shards, byShard);
+      const keysOf = plan.shards.map((shard) => this.shardKey(shard));
+      forgotten += Number(
+        await this.dedupeForget(keysOf.length, ...keysOf, this.options.windowSeconds, counts, blob),
+      );
     }
     return forgotten;
   }
 
-  private fingerprint(key: string): Fingerprint {
+  /**
+   * An idempotency key's fingerprint: the first 8 bytes of its SHA-1, so that nobody can choose an id
+   * whose fingerprint matches another tenant's event. `forMark` takes it out of the cache a lookup put
+   * it in (a key is marked at most once after its lookup).
+   */
+  private fingerprint(key: string, forMark = false): Fingerprint {
+    const cached = this.fingerprints.get(key) ?? this.olderFingerprints.get(key);
+    if (cached) {
+      if (forMark) this.fingerprints.delete(key);
+      return cached;
+    }
     const digest = hash('sha1', key, 'buffer');
     // The shard comes from bytes the fingerprint does not use, so all 64 bits of it tell events apart.
-    return { bytes: digest.subarray(0, 8), shard: digest.readUInt32BE(8) % this.options.shards };
+    const fp = { bytes: digest.subarray(0, 8), shard: digest.readUInt32BE(8) % this.options.shards };
+    if (!forMark) {
+      this.fingerprints.set(key, fp);
+      if (this.fingerprints.size >= RECENT_LIMIT / 2) {
+        this.olderFingerprints = this.fingerprints;
+        this.fingerprints = new Map();
+      }
+    }
+    return fp;
   }
 
-  private fingerprintsByShard(keys: Iterable<string>): Map<number, Buffer[]> {
-    const byShard = new Map<number, Buffer[]>();
+  /** Distinct keys by the shard their fingerprint falls in. */
+  private byShard(keys: Iterable<string>): Map<number, Array<{ key: string; fp: Fingerprint }>> {
+    const byShard = new Map<number, Array<{ key: string; fp: Fingerprint }>>();
+    const seen = new Set<string>();
     for (const key of keys) {
+      if (seen.has(key)) continue;
+      seen.add(key);
       const fp = this.fingerprint(key);
-      const list = byShard.get(fp.shard) ?? [];
-      list.push(fp.bytes);
-      byShard.set(fp.shard, list);
+      const list = byShard.get(fp.shard);
+      if (list) list.push({ key, fp });
+      else byShard.set(fp.shard, [{ key, fp }]);
     }
     return byShard;
+  }
+
+  /** The scripts' shard arguments: a count per shard, and all fingerprints in one string, shard by shard. */
+  private fingerprintBlob(
+    shards: readonly number[],
+    byShard: Map<number, Array<{ key: string; fp: Fingerprint }>>,
+  ): { counts: string; blob: Buffer; keys: string[] } {
+    const lists = shards.map((shard) => byShard.get(shard) ?? []);
+    const blob = Buffer.allocUnsafe(8 * lists.reduce((n, list) => n + list.length, 0));
+    const keys: string[] = [];
+    let at = 0;
+    for (const list of lists)
+      for (const { key, fp } of list) {
+        fp.bytes.copy(blob, at);
+        at += 8;
+        keys.push(key);
+      }
+    return { counts: lists.map((list) => list.length).join(','), blob, keys };
   }
 
   /**
@@ -305,36 +347,32 @@ export class DoneStore {
 
   private async read(keys: readonly string[], partitions: readonly PartitionRef[]): Promise<DoneReading> {
     const reading: DoneReading = { done: new Map(), finished: new Map() };
-    const fingerprints = new Map<string, Fingerprint>();
-    const keysByShard = new Map<number, string[]>();
-    if (this.windowOn)
-      for (const key of keys) {
-        if (fingerprints.has(key)) continue;
-        const fp = this.fingerprint(key);
-        fingerprints.set(key, fp);
-        const list = keysByShard.get(fp.shard) ?? [];
-        list.push(key);
-        keysByShard.set(fp.shard, list);
-      }
-    const calls = this.plans(partitions, [...keysByShard.keys()]).map(async (plan) => {
-      const args: ScriptArgument[] = [plan.partitions.length + plan.shards.length * 2];
-      for (const { key } of plan.partitions) args.push(key);
-      for (const shard of plan.shards) args.push(...this.shardKeys(shard));
-      args.push(plan.partitions.length, Math.max(this.options.windowSeconds, 1));
-      const asked = plan.shards.map((shard) => keysByShard.get(shard) ?? []);
-      for (const list of asked)
-        args.push(Buffer.concat(list.map((key) => (fingerprints.get(key) as Fingerprint).bytes)));
-      const fields = replyFields(await this.dedupeCheck(...args));
+    const byShard = this.windowOn
+      ? this.byShard(keys)
+      : new Map<number, Array<{ key: string; fp: Fingerprint }>>();
+    const calls = this.plans(partitions, [...byShard.keys()]).map(async (plan) => {
+      const { counts, blob, keys: asked } = this.fingerprintBlob(plan.shards, byShard);
+      const redisKeys = [
+        ...plan.partitions.map(({ key }) => key),
+        ...plan.shards.map((shard) => this.shardKey(shard)),
+      ];
+      const reply = await this.dedupeCheck(
+        redisKeys.length,
+        ...redisKeys,
+        plan.partitions.length,
+        Math.max(this.options.windowSeconds, 1),
+        counts,
+        blob,
+      );
+      const fields = replyFields(reply);
       plan.partitions.forEach(({ ref }, i) => {
         const text = fields[i] ?? '';
         reading.finished.set(`${ref.topic}:${ref.partition}`, new Set(text === '' ? [] : text.split(',')));
       });
-      asked.forEach((list, s) => {
-        const outcomes = fields[plan.partitions.length + s] ?? '';
-        list.forEach((key, j) => {
-          const outcome = OUTCOME_OF_BYTE[outcomes[j] ?? '-'];
-          if (outcome) reading.done.set(key, outcome);
-        });
+      const outcomes = fields[plan.partitions.length] ?? '';
+      asked.forEach((key, j) => {
+        const outcome = OUTCOME_OF_BYTE[outcomes[j] ?? '-'];
+        if (outcome) reading.done.set(key, outcome);
       });
     });
     await Promise.all(calls);
@@ -400,9 +438,18 @@ export class DoneStore {
       [...partitions.values()].map((p) => p.ref),
       [...entries.keys()],
     ).map((plan) => {
-      const args: ScriptArgument[] = [plan.partitions.length + plan.shards.length * 2];
+      const lists = plan.shards.map((shard) => entries.get(shard) ?? []);
+      const blob = Buffer.allocUnsafe(9 * lists.reduce((n, list) => n + list.length, 0));
+      let at = 0;
+      for (const list of lists)
+        for (const { bytes, outcome } of list) {
+          bytes.copy(blob, at);
+          blob[at + 8] = outcome;
+          at += 9;
+        }
+      const args: ScriptArgument[] = [plan.partitions.length + plan.shards.length];
       for (const { key } of plan.partitions) args.push(key);
-      for (const shard of plan.shards) args.push(...this.shardKeys(shard));
+      for (const shard of plan.shards) args.push(this.shardKey(shard));
       args.push(
         plan.partitions.length,
         Math.max(this.options.windowSeconds, 1),
@@ -412,7 +459,7 @@ export class DoneStore {
         const pending = pendingOf.get(key);
         args.push(pending?.committed ?? '', pending?.offsets.join(',') ?? '');
       }
-      for (const shard of plan.shards) args.push(Buffer.concat(entries.get(shard) ?? []));
+      args.push(lists.map((list) => list.length).join(','), blob);
       return this.dedupeMark(...args);
     });
     await Promise.all(calls);

@@ -118,15 +118,30 @@ describe('DoneStore', () => {
     for (const key of marked) expect(reading.done.get(key)).toBe('delivered');
   });
 
+  it('keeps the previous generation when a mark moves a shard on, and drops the one before', async () => {
+    const s = store({ windowSeconds: 1, shards: 1 });
+    await sleep(1050 - (Date.now() % 1000)); // 50 ms into a second: each step below stays in its second
+    await s.mark([{ ...P0, offset: '1', final: { key: 'first', outcome: 'delivered' } }]);
+    await sleep(1000);
+    await s.mark([{ ...P0, offset: '2', final: { key: 'second', outcome: 'invalid-token' } }]);
+    expect((await s.lookup(['first', 'second'])).done).toEqual(
+      new Map([
+        ['first', 'delivered'],
+        ['second', 'invalid-token'],
+      ]),
+    );
+    await sleep(1000);
+    expect((await s.lookup(['first', 'second'])).done).toEqual(new Map([['second', 'invalid-token']]));
+  });
+
   it('matches a fingerprint only on an entry boundary', async () => {
     const s = store();
-    const [even, odd] = s.shardKeys(0);
+    const shard = s.shardKey(0);
     const mark = scriptCall(redis.client, 'dedupeMark');
     const check = scriptCall(redis.client, 'dedupeCheck');
     // Entries AAAAAAAA/d and BBBBBBBB/d: the bytes "AAAAAAAd" occur across the first entry's end.
-    const entries = Buffer.from('AAAAAAAAdBBBBBBBBd', 'latin1');
-    await mark(2, even, odd, 0, 60, 60, entries);
-    const reply = await check(2, even, odd, 0, 60, Buffer.from('AAAAAAAdAAAAAAAABBBBBBBB', 'latin1'));
+    await mark(1, shard, 0, 60, 60, '2', Buffer.from('AAAAAAAAdBBBBBBBBd', 'latin1'));
+    const reply = await check(1, shard, 0, 60, '3', Buffer.from('AAAAAAAdAAAAAAAABBBBBBBB', 'latin1'));
     expect(replyFields(reply)).toEqual(['-dd']);
   });
 });

@@ -59,7 +59,14 @@ describe('one reply shape and one error format', () => {
     const reading = await store.lookup(['missing', 'a'], [partition]);
     expect(reading.done).toEqual(new Map([['a', 'delivered']]));
     expect(reading.finished).toEqual(new Map([['t:0', new Set(['7'])]]));
-    const reply = await scriptCall(redis.client, 'dedupeCheck')(1, store.partitionKey(partition), 1, 60);
+    const reply = await scriptCall(redis.client, 'dedupeCheck')(
+      1,
+      store.partitionKey(partition),
+      1,
+      60,
+      '',
+      '',
+    );
     expect(replyFields(reply)).toEqual(['7']);
   });
 
@@ -68,28 +75,34 @@ describe('one reply shape and one error format', () => {
     [
       'dedupe-mark: windowSeconds 0',
       'dedupeMark',
-      () => [2, key(), `${key()}1`, 0, 0, 60, 'AAAAAAAAd'],
+      () => [1, key(), 0, 0, 60, '1', 'AAAAAAAAd'],
       'windowSeconds',
     ],
     [
       'dedupe-mark: windowSeconds fractional',
       'dedupeMark',
-      () => [2, key(), `${key()}1`, 0, 1.5, 60, 'AAAAAAAAd'],
+      () => [1, key(), 0, 1.5, 60, '1', 'AAAAAAAAd'],
       'windowSeconds',
     ],
     [
       'dedupe-mark: finishedTtlSeconds 0',
       'dedupeMark',
-      () => [1, key(), 1, 60, 0, '', '1'],
+      () => [1, key(), 1, 60, 0, '', '1', '', ''],
       'finishedTtlSeconds',
     ],
     [
-      'dedupe-mark: a shard key without its pair',
+      'dedupe-mark: entries short of the counts',
       'dedupeMark',
-      () => [1, key(), 0, 60, 60, 'AAAAAAAAd'],
+      () => [1, key(), 0, 60, 60, '2', 'AAAAAAAAd'],
       'shards',
     ],
-    ['dedupe-check: entries missing', 'dedupeCheck', () => [2, key(), `${key()}1`, 0, 60], 'shards'],
+    [
+      'dedupe-mark: a count per shard key',
+      'dedupeMark',
+      () => [1, key(), 0, 60, 60, '1,1', 'AAAAAAAAdBBBBBBBBd'],
+      'shards',
+    ],
+    ['dedupe-check: fingerprints missing', 'dedupeCheck', () => [1, key(), 0, 60, '1', ''], 'shards'],
     ['block: minTtlSeconds', 'block', () => [1, key(), 5, 0, 60_000, 1, 0, 1], 'minTtlSeconds'],
     ['block: maxBlockMs', 'block', () => [1, key(), 5, 60, 'inf', 1, 0, 1], 'maxBlockMs'],
   ];
