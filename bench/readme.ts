@@ -7,6 +7,7 @@ import { type FaultsBenchResult, faultsTable } from './faults.ts';
 import { type GatewayBenchResult, gatewayTable } from './gateway.ts';
 import { type LimiterBenchResult, renderLimiterMarkdown } from './limiter.ts';
 import { overheadMarkdown } from './overhead.ts';
+import { stateTable } from './state.ts';
 
 /**
  * `node bench/readme.ts`: regenerates the benchmark tables of docs/benchmarks.md from
@@ -22,6 +23,7 @@ const renderers: Record<string, (result: never) => string> = {
   faults: (result: FaultsBenchResult) => faultsTable(result),
   'device-storm': (result: Parameters<typeof deviceStormTable>[0]) => deviceStormTable(result),
   'chatty-device': (result: ChattyDeviceResult) => chattyDeviceTable(result),
+  state: (result: Parameters<typeof stateTable>[0]) => stateTable(result),
 };
 
 const root = new URL('..', import.meta.url);

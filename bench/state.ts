@@ -58,7 +58,7 @@ interface StateRun {
   targets: Record<string, { target: string; value: number; met: boolean }>;
 }
 
-interface StateResult extends Omit<StateRun, 'measuredAt'> {
+export interface StateResult extends Omit<StateRun, 'measuredAt'> {
   scenario: 'state';
   command: string;
   setup: Record<string, unknown>;
