@@ -133,12 +133,6 @@ export class DoneStore {
   /** Window entries waiting for the next flush, per shard: fingerprint and outcome byte. */
   private pendingEntries = new Map<number, Array<{ bytes: Buffer; outcome: number }>>();
   /**
-   * Fingerprints of keys looked up and not marked yet, so that a mark does not hash its key again. Two
-   * generations, as `recent`: a key looked up and never marked (skipped, retried) ages out.
-   */
-  private fingerprints = new Map<string, Fingerprint>();
-  private olderFingerprints = new Map<string, Fingerprint>();
-  /**
    * Keys this process marked recently: a second copy in reach is skipped without asking Redis. Two
    * generations of RECENT_LIMIT / 2 (the older one dropped whole when the newer fills up): evicting one
    * key at a time from the front of a Set costs ~20 µs per mark once it is full.
@@ -218,7 +212,7 @@ export class DoneStore {
     for (const mark of marks) {
       this.pendingPartition(mark).offsets.push(mark.offset);
       if (mark.final && this.windowOn) {
-        const fp = this.fingerprint(mark.final.key, true);
+        const fp = this.fingerprint(mark.final.key);
         const entries = this.pendingEntries.get(fp.shard) ?? [];
         entries.push({ bytes: fp.bytes, outcome: OUTCOME_BYTE[mark.final.outcome] });
         this.pendingEntries.set(fp.shard, entries);
@@ -262,26 +256,12 @@ export class DoneStore {
 
   /**
    * An idempotency key's fingerprint: the first 8 bytes of its SHA-1, so that nobody can choose an id
-   * whose fingerprint matches another tenant's event. `forMark` takes it out of the cache a lookup put
-   * it in (a key is marked at most once after its lookup).
+   * whose fingerprint matches another tenant's event.
    */
-  private fingerprint(key: string, forMark = false): Fingerprint {
-    const cached = this.fingerprints.get(key) ?? this.olderFingerprints.get(key);
-    if (cached) {
-      if (forMark) this.fingerprints.delete(key);
-      return cached;
-    }
+  private fingerprint(key: string): Fingerprint {
     const digest = hash('sha1', key, 'buffer');
     // The shard comes from bytes the fingerprint does not use, so all 64 bits of it tell events apart.
-    const fp = { bytes: digest.subarray(0, 8), shard: digest.readUInt32BE(8) % this.options.shards };
-    if (!forMark) {
-      this.fingerprints.set(key, fp);
-      if (this.fingerprints.size >= RECENT_LIMIT / 2) {
-        this.olderFingerprints = this.fingerprints;
-        this.fingerprints = new Map();
-      }
-    }
-    return fp;
+    return { bytes: digest.subarray(0, 8), shard: digest.readUInt32BE(8) % this.options.shards };
   }
 
   /** Distinct keys by the shard their fingerprint falls in. */
