@@ -1,5 +1,7 @@
-import type { Redis } from 'ioredis';
-import { queueScript, replyFields, type ScriptPipeline } from '../redis/scripts.ts';
+import type { Cluster, Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.ts';
+import { replyFields } from '../redis/scripts.ts';
+import { execScriptCalls } from '../redis/slot-pipelines.ts';
 import { bucketNameFromKey, bucketScan, bucketTag } from './keys.ts';
 import type { BucketState } from './types.ts';
 
@@ -11,34 +13,39 @@ const FIELDS_PER_KEY = 8;
 
 /**
  * Every bucket under `keyPrefix` whose name matches `pattern` (a Redis glob on names), as it is at the
- * Redis server's current time, sorted by name. Uses SCAN, never KEYS; then one inspect.lua call per
- * hash tag (one slot) and at most {@link KEYS_PER_CALL} keys, all in one pipeline. `bounded` puts the
+ * Redis server's current time, sorted by name. Uses SCAN, never KEYS (on a Cluster, on every master);
+ * then one inspect.lua call per hash tag (one slot) and at most {@link KEYS_PER_CALL} keys, all in one
+ * pipeline (on a Cluster, one per hash tag). `bounded` puts the
  * caller's timeout on each round trip.
  */
 export async function inspectBuckets(
-  redis: Redis,
+  redis: RedisClient,
   keyPrefix: string,
   pattern: string,
   bounded: <T>(reply: Promise<T>) => Promise<T>,
 ): Promise<BucketState[]> {
   const { match, matches } = bucketScan(keyPrefix, pattern);
   const byTag = new Map<string, Map<string, string>>();
-  let cursor = '0';
-  do {
-    const [next, keys] = await bounded(redis.scan(cursor, 'MATCH', match, 'COUNT', 1000));
-    cursor = next;
-    for (const key of keys) {
-      const name = bucketNameFromKey(keyPrefix, key);
-      if (name === undefined || !matches(name)) continue;
-      const tag = bucketTag(name);
-      let group = byTag.get(tag);
-      if (!group) {
-        group = new Map();
-        byTag.set(tag, group);
+  // A Cluster's keys are spread over its masters, and SCAN walks one server's keys only.
+  const servers = redis.isCluster ? (redis as Cluster).nodes('master') : [redis as Redis];
+  for (const server of servers) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await bounded(server.scan(cursor, 'MATCH', match, 'COUNT', 1000));
+      cursor = next;
+      for (const key of keys) {
+        const name = bucketNameFromKey(keyPrefix, key);
+        if (name === undefined || !matches(name)) continue;
+        const tag = bucketTag(name);
+        let group = byTag.get(tag);
+        if (!group) {
+          group = new Map();
+          byTag.set(tag, group);
+        }
+        group.set(key, name); // SCAN may return a key twice
       }
-      group.set(key, name); // SCAN may return a key twice
-    }
-  } while (cursor !== '0');
+    } while (cursor !== '0');
+  }
 
   const batches: Array<Array<[string, string]>> = [];
   for (const group of byTag.values()) {
@@ -46,12 +53,19 @@ export async function inspectBuckets(
     for (let i = 0; i < entries.length; i += KEYS_PER_CALL) batches.push(entries.slice(i, i + KEYS_PER_CALL));
   }
   if (batches.length === 0) return [];
-  const pipeline = redis.pipeline() as unknown as ScriptPipeline;
-  for (const batch of batches) queueScript(pipeline, 'inspect', [batch.length, ...batch.map(([key]) => key)]);
-  const replies = await bounded(pipeline.exec());
+  const replies = await bounded(
+    execScriptCalls(
+      redis,
+      batches.map((batch) => ({
+        name: 'inspect' as const,
+        args: [batch.length, ...batch.map(([key]) => key)],
+        key: batch[0]?.[0] as string,
+      })),
+    ),
+  );
   const states: BucketState[] = [];
   batches.forEach((batch, b) => {
-    const [error, reply] = replies?.[b] ?? [new Error('no reply'), null];
+    const [error, reply] = replies[b] ?? [new Error('no reply'), null];
     if (error) throw error;
     states.push(...bucketStates(batch, replyFields(reply)));
   });

@@ -1,12 +1,6 @@
-import type { Redis } from 'ioredis';
-import {
-  defineScripts,
-  queueScript,
-  replyFields,
-  type ScriptCall,
-  type ScriptPipeline,
-  scriptCall,
-} from '../redis/scripts.ts';
+import type { RedisClient } from '../redis/client.ts';
+import { defineScripts, replyFields, type ScriptCall, scriptCall } from '../redis/scripts.ts';
+import { execScriptCalls, type PipelinedReply } from '../redis/slot-pipelines.ts';
 import { MAX_TIMER_MS } from '../timer-delay.ts';
 import { LimiterArgumentError, LimiterUnavailableError, toLimiterError } from './errors.ts';
 import { inspectBuckets } from './inspect.ts';
@@ -55,7 +49,7 @@ type AcquireArgs = [readonly string[], string, string, readonly string[], string
 export class TokenBucketLimiter {
   readonly keyPrefix: string;
   readonly failurePolicy: FailurePolicy;
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly minTtlSeconds: number;
   private readonly timeoutMs: number;
   private readonly timeouts: CallTimeouts | undefined;
@@ -69,7 +63,7 @@ export class TokenBucketLimiter {
   private readonly blockScript: ScriptCall;
   private readonly prepared: PreparedBucketsCache;
 
-  constructor(redis: Redis, options: LimiterOptions = {}) {
+  constructor(redis: RedisClient, options: LimiterOptions = {}) {
     this.redis = redis;
     this.keyPrefix = options.keyPrefix ?? DEFAULTS.keyPrefix;
     assertKeyPrefix(this.keyPrefix);
@@ -192,7 +186,8 @@ export class TokenBucketLimiter {
 
   /**
    * Several acquires (e.g. one per partition of a fetched batch) in one pipeline: one write, one round
-   * trip, each request still atomic on its own. Every request is validated before anything is sent.
+   * trip (on a Cluster, one per hash tag the requests touch, in parallel), each request still atomic on
+   * its own. Every request is validated before anything is sent.
    * With `failurePolicy: 'closed'`, one request that Redis fails makes the whole call throw; tokens the
    * others were granted are then not used (they refill: the error is on the side of sending less).
    */
@@ -200,13 +195,10 @@ export class TokenBucketLimiter {
     if (!Array.isArray(requests)) throw new LimiterArgumentError('requests', 'requests must be an array');
     if (requests.length === 0) return [];
     const argsList = requests.map((request) => this.acquireArgs(request.buckets, request.n, request));
-    const pipeline = this.redis.pipeline() as unknown as ScriptPipeline;
-    for (const args of argsList) queueScript(pipeline, 'acquire', args);
-    let replies: Array<[Error | null, unknown]>;
+    const calls = argsList.map((args) => ({ name: 'acquire' as const, args, key: args[0][1] as string }));
+    let replies: PipelinedReply[];
     try {
-      const executed = await this.withTimeout(pipeline.exec(), 'acquire');
-      if (executed === null) throw new Error('the pipeline was discarded');
-      replies = executed;
+      replies = await this.withTimeout(execScriptCalls(this.redis, calls), 'acquire');
     } catch (error) {
       const failure = toLimiterError(error, 'acquire');
       return requests.map((request) => this.acquireFailed(failure, request.buckets, request.n));

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.ts';
 import type { PoolBucket, TokenSource } from './token-pool.ts';
 
 /** Options of {@link RestartSafeTokenSource}. */
@@ -23,14 +23,14 @@ export interface RestartSafeOptions {
  */
 export class RestartSafeTokenSource implements TokenSource {
   private readonly inner: TokenSource;
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly options: RestartSafeOptions;
   private readonly buckets = new Map<string, PoolBucket>();
   private markerSeen = false;
   private needsCheck = true;
   private checking: Promise<void> | undefined;
 
-  constructor(inner: TokenSource, redis: Redis, options: RestartSafeOptions) {
+  constructor(inner: TokenSource, redis: RedisClient, options: RestartSafeOptions) {
     this.inner = inner;
     this.redis = redis;
     this.options = options;

@@ -1,4 +1,3 @@
-import type { Redis } from 'ioredis';
 import type { Consumer, Kafka, Producer } from 'kafkajs';
 import type { Topics } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
@@ -8,6 +7,7 @@ import { poolKey, poolPlan } from '../limiter/pool-policy.ts';
 import { type PoolBucket, TokenPool, type TokenSource } from '../limiter/token-pool.ts';
 import type { Logger } from '../log.ts';
 import type { PushProvider } from '../providers/types.ts';
+import type { RedisClient } from '../redis/client.ts';
 import { BatchProcessor } from './batch-processor.ts';
 import {
   type NotificationConsumerOptions,
@@ -22,7 +22,7 @@ import { TenantPools } from './tenant-pools.ts';
 /** What {@link NotificationConsumer.start} needs besides its options. */
 export interface ConsumerDeps {
   kafka: Kafka;
-  redis: Redis;
+  redis: RedisClient;
   providers: Record<Platform, PushProvider>;
   /** The Redis token bucket; ignored when the limiter is disabled. */
   tokenSource: TokenSource;
