@@ -97,7 +97,27 @@ export const configSchema = z.object({
     .url()
     .default('redis://127.0.0.1:6379')
     .describe(
-      'Redis holding the token buckets and the dedupe marks; `rediss://` for TLS. Credentials may be in it, or in REDIS_USERNAME/REDIS_PASSWORD.',
+      'Redis holding the token buckets and the dedupe marks; `rediss://` for TLS. Credentials may be in it, or in REDIS_USERNAME/REDIS_PASSWORD. Not used when REDIS_CLUSTER_NODES is set.',
+    ),
+  REDIS_CLUSTER_NODES: z
+    .string()
+    .optional()
+    .transform((s) =>
+      s === undefined
+        ? undefined
+        : s
+            .split(',')
+            .map((node) => node.trim())
+            .filter(Boolean),
+    )
+    .pipe(
+      z
+        .array(z.string().regex(/^[^\s:]+:\d{1,5}$/, 'host:port'))
+        .min(1, 'at least one host:port')
+        .optional(),
+    )
+    .describe(
+      'A Redis Cluster instead of one Redis: `host:port,host:port`, a few of its masters (the rest are discovered). When set, REDIS_URL is ignored (this wins); the user, password and TLS come from REDIS_USERNAME, REDIS_PASSWORD and REDIS_TLS*.',
     ),
   REDIS_USERNAME: z
     .string()

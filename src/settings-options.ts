@@ -14,7 +14,7 @@ import {
   parseEndpoint,
   throwAwaySigningKey,
 } from './providers/index.ts';
-import type { RedisConnectionOptions } from './redis/client.ts';
+import { type RedisConnectionOptions, redisNodeAddresses } from './redis/client.ts';
 import { ConfigError } from './settings.ts';
 import { type TlsOptions, tlsWhenWanted } from './tls.ts';
 
@@ -87,6 +87,7 @@ function tlsFromSettings<P extends 'KAFKA' | 'REDIS'>(
 export type RedisConnectionSettings = Pick<
   Config,
   | 'REDIS_URL'
+  | 'REDIS_CLUSTER_NODES'
   | 'REDIS_USERNAME'
   | 'REDIS_PASSWORD'
   | 'REDIS_TLS'
@@ -97,17 +98,30 @@ export type RedisConnectionSettings = Pick<
 >;
 
 /**
- * The Redis connection from the settings: REDIS_URL, the ACL user and password when given apart from
- * the URL, and TLS (CA, client certificate and key from their PEM files) when REDIS_TLS is on, the URL
- * is `rediss://`, or a TLS file is given. The result holds the password: never log it.
+ * The Redis connection from the settings: REDIS_URL, or the Redis Cluster of REDIS_CLUSTER_NODES
+ * instead of it; the ACL user and password when given apart from the URL; and TLS (CA, client
+ * certificate and key from their PEM files) when REDIS_TLS is on, the URL is `rediss://`, or a TLS file
+ * is given. The result holds the password: never log it.
+ * @throws ConfigError when REDIS_CLUSTER_NODES is set and REDIS_URL carries credentials or `rediss://`,
+ * which the cluster connection would silently go without
  */
 export function redisConnectionOptions(settings: RedisConnectionSettings): RedisConnectionOptions {
+  const clusterNodes = settings.REDIS_CLUSTER_NODES;
   const options: RedisConnectionOptions = { url: settings.REDIS_URL };
+  if (clusterNodes) {
+    const url = new URL(settings.REDIS_URL);
+    if (url.username || url.password || url.protocol === 'rediss:') {
+      throw new ConfigError(
+        'REDIS_CLUSTER_NODES is set, so REDIS_URL is not used, yet it carries credentials or rediss://: give the user and password as REDIS_USERNAME/REDIS_PASSWORD and TLS as REDIS_TLS, and drop REDIS_URL',
+      );
+    }
+    options.clusterNodes = redisNodeAddresses(clusterNodes);
+  }
   if (settings.REDIS_USERNAME) options.username = settings.REDIS_USERNAME;
   if (settings.REDIS_PASSWORD) options.password = settings.REDIS_PASSWORD;
   const tls = tlsFromSettings(
     'REDIS',
-    settings.REDIS_TLS || settings.REDIS_URL.startsWith('rediss:'),
+    settings.REDIS_TLS || (!clusterNodes && settings.REDIS_URL.startsWith('rediss:')),
     settings,
   );
   if (tls) options.tls = tls;

@@ -92,6 +92,7 @@ export const gatewayConfigSchema = configSchema
     AQUEDUCT_TOPIC_REPLICATION_FACTOR: true,
     AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: true,
     REDIS_URL: true,
+    REDIS_CLUSTER_NODES: true,
     REDIS_USERNAME: true,
     REDIS_PASSWORD: true,
     REDIS_TLS: true,

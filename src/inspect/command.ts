@@ -1,12 +1,30 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, InvalidArgumentError } from 'commander';
-import { Redis } from 'ioredis';
+import { configSchema } from '../config.ts';
+import { describeIssues } from '../events/decode.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { redactUrl } from '../redact.ts';
+import { createRedis, type RedisConnectionOptions } from '../redis/client.ts';
 import { SetupError } from '../services/errors.ts';
+import { ConfigError, readSettings } from '../settings.ts';
+import { exitOnConfigError } from '../settings-exit.ts';
+import { redisConnectionOptions } from '../settings-options.ts';
 import { formatBucketTable, type InspectSnapshot } from './format.ts';
 
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+
+/** The consumer's settings of the Redis connection: inspect reads the Redis the consumers use. */
+const redisSettingsSchema = configSchema.pick({
+  REDIS_URL: true,
+  REDIS_CLUSTER_NODES: true,
+  REDIS_USERNAME: true,
+  REDIS_PASSWORD: true,
+  REDIS_TLS: true,
+  REDIS_TLS_CA_FILE: true,
+  REDIS_TLS_CERT_FILE: true,
+  REDIS_TLS_KEY_FILE: true,
+  REDIS_TLS_REJECT_UNAUTHORIZED: true,
+});
 const CLEAR_SCREEN = '\x1b[2J\x1b[H';
 
 interface InspectOptions {
@@ -19,7 +37,9 @@ interface InspectOptions {
 /**
  * `aqueduct inspect [pattern]`: every limiter bucket with its tokens now (refilled to the Redis server's
  * current time by a read-only script, not the stale stored level), rate, capacity, block-until and TTL.
- * Reads `REDIS_URL`; finds buckets with SCAN (never KEYS), so it is safe on a busy production Redis.
+ * Reads the consumer's Redis settings (`REDIS_URL` or `REDIS_CLUSTER_NODES`, the user, password and
+ * TLS); finds buckets with SCAN (never KEYS; on a Cluster, on every master), so it is safe on a busy
+ * production Redis.
  */
 export function registerInspectCommand(program: Command): void {
   program
@@ -30,7 +50,10 @@ export function registerInspectCommand(program: Command): void {
     .option('--watch', 'refresh until Ctrl-C')
     .option('--interval <ms>', 'refresh interval of --watch in ms', parseInterval, 1000)
     .option('--prefix <keyPrefix>', 'the limiter key prefix (LimiterOptions.keyPrefix)', 'aqueduct')
-    .addHelpText('after', `\nRedis: $REDIS_URL (default ${DEFAULT_REDIS_URL}).`)
+    .addHelpText(
+      'after',
+      `\nRedis: $REDIS_URL (default ${DEFAULT_REDIS_URL}), or the Redis Cluster of $REDIS_CLUSTER_NODES; REDIS_USERNAME, REDIS_PASSWORD and REDIS_TLS* as for the consumer.`,
+    )
     .action(async (pattern: string, options: InspectOptions) => {
       await runInspect(pattern, options);
     });
@@ -43,9 +66,24 @@ function parseInterval(value: string): number {
   return ms;
 }
 
+/** The Redis connection the environment's Redis settings give. */
+function inspectedRedis(env: NodeJS.ProcessEnv): RedisConnectionOptions {
+  const parsed = redisSettingsSchema.safeParse(readSettings(Object.keys(redisSettingsSchema.shape), env));
+  if (!parsed.success) throw new ConfigError(`invalid configuration: ${describeIssues(parsed.error.issues)}`);
+  return redisConnectionOptions(parsed.data);
+}
+
+/** Where the connection goes, as a setting and its value (credentials masked), for messages. */
+function describeTarget(connection: RedisConnectionOptions): string {
+  return connection.clusterNodes
+    ? `REDIS_CLUSTER_NODES=${connection.clusterNodes.map((node) => `${node.host}:${node.port}`).join(',')}`
+    : `REDIS_URL=${redactUrl(connection.url)}`;
+}
+
 async function runInspect(pattern: string, options: InspectOptions): Promise<void> {
-  const url = process.env.REDIS_URL || DEFAULT_REDIS_URL;
-  const redis = new Redis(url, {
+  const connection = await exitOnConfigError('inspect', () => inspectedRedis(process.env));
+  const target = describeTarget(connection);
+  const redis = createRedis(connection, {
     lazyConnect: true,
     connectTimeout: 3000,
     maxRetriesPerRequest: 1,
@@ -58,8 +96,8 @@ async function runInspect(pattern: string, options: InspectOptions): Promise<voi
   } catch (error) {
     redis.disconnect();
     throw new SetupError(
-      `Redis is unreachable at REDIS_URL=${redactUrl(url)}: ${(error as Error).message}`,
-      'start Redis there, or set REDIS_URL to the Redis the consumers use.',
+      `Redis is unreachable at ${target}: ${(error as Error).message}`,
+      'start Redis there, or set REDIS_URL (or REDIS_CLUSTER_NODES) to the Redis the consumers use.',
       { cause: error },
     );
   }
@@ -94,7 +132,7 @@ async function runInspect(pattern: string, options: InspectOptions): Promise<voi
           const shot = await snapshot();
           frame = options.json
             ? JSON.stringify(shot)
-            : `${CLEAR_SCREEN}aqueduct inspect "${pattern}" on ${redactUrl(url)}, Redis time ${new Date(shot.serverTimeMs).toISOString()}, every ${options.interval} ms (Ctrl-C to stop)\n\n${formatBucketTable(shot)}`;
+            : `${CLEAR_SCREEN}aqueduct inspect "${pattern}" on ${target}, Redis time ${new Date(shot.serverTimeMs).toISOString()}, every ${options.interval} ms (Ctrl-C to stop)\n\n${formatBucketTable(shot)}`;
         } catch (error) {
           frame = options.json
             ? JSON.stringify({ error: (error as Error).message })

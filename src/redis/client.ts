@@ -1,13 +1,24 @@
-import { type Cluster, Redis, type RedisOptions } from 'ioredis';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import type { TlsOptions } from '../tls.ts';
 
 /** A connection to Aqueduct's Redis: one server, or a Redis Cluster (ioredis' Cluster client). */
 export type RedisClient = Redis | Cluster;
 
+/** One node of a Redis Cluster to start from. */
+export interface RedisNodeAddress {
+  host: string;
+  port: number;
+}
+
 /** Where Aqueduct's Redis is and how to authenticate and encrypt the connection to it. */
 export interface RedisConnectionOptions {
   /** `redis://` or `rediss://` URL; credentials may be in it instead of `username`/`password`. */
   url: string;
+  /**
+   * A Redis Cluster instead of the server at `url` (which is then not used): a few of its nodes, from
+   * which the client discovers the rest and which node serves each slot.
+   */
+  clusterNodes?: readonly RedisNodeAddress[] | undefined;
   /** The ACL user, when not in the URL. */
   username?: string | undefined;
   /** The user's password (or `requirepass`'s), when not in the URL. A secret: never log these options. */
@@ -25,7 +36,30 @@ export function redisSecurity(options: RedisConnectionOptions): RedisOptions {
   return security;
 }
 
-/** A Redis client for `connection.url` with its credentials and TLS, plus `options` (retries, pipelining). */
-export function createRedis(connection: RedisConnectionOptions, options: RedisOptions = {}): Redis {
-  return new Redis(connection.url, { ...options, ...redisSecurity(connection) });
+/**
+ * A Redis client for the connection (one server at `url`, or the Redis Cluster of `clusterNodes`) with
+ * its credentials and TLS, plus `options` (retries, pipelining). On a Cluster, the options that are the
+ * whole client's (auto-pipelining, lazy connect, the retry strategy) are the Cluster's, and the others
+ * (and the credentials and TLS) every node connection's.
+ */
+export function createRedis(connection: RedisConnectionOptions, options: RedisOptions = {}): RedisClient {
+  if (!connection.clusterNodes)
+    return new Redis(connection.url, { ...options, ...redisSecurity(connection) });
+  const { enableAutoPipelining, lazyConnect, retryStrategy, ...perNode } = options;
+  const clusterOptions: ClusterOptions = { redisOptions: { ...perNode, ...redisSecurity(connection) } };
+  if (enableAutoPipelining !== undefined) clusterOptions.enableAutoPipelining = enableAutoPipelining;
+  if (lazyConnect !== undefined) clusterOptions.lazyConnect = lazyConnect;
+  if (retryStrategy) clusterOptions.clusterRetryStrategy = (times) => retryStrategy(times);
+  return new Cluster(
+    connection.clusterNodes.map((node) => ({ ...node })),
+    clusterOptions,
+  );
+}
+
+/** Parses `host:port` node addresses (REDIS_CLUSTER_NODES' entries, already checked for the form). */
+export function redisNodeAddresses(nodes: readonly string[]): RedisNodeAddress[] {
+  return nodes.map((node) => {
+    const colon = node.lastIndexOf(':');
+    return { host: node.slice(0, colon), port: Number(node.slice(colon + 1)) };
+  });
 }
