@@ -4,11 +4,13 @@ import { redactUrl } from '../redact.ts';
 import { SetupError } from './errors.ts';
 import { LocalKafka } from './kafka-local.ts';
 import { kafkaVersion } from './kafka-version.ts';
+import { LocalRedisCluster } from './redis-cluster-local.ts';
 import { LocalRedis } from './redis-local.ts';
 
 export { SetupError } from './errors.ts';
 export { LocalKafka } from './kafka-local.ts';
 export { DEFAULT_KAFKA_VERSION, kafkaVersion, TESTED_KAFKA_VERSIONS } from './kafka-version.ts';
+export { LocalRedisCluster } from './redis-cluster-local.ts';
 export { LocalRedis } from './redis-local.ts';
 
 /** Where a service came from. */
@@ -18,11 +20,15 @@ export type ServiceSource = 'env' | 'local' | 'containers';
 export interface Services {
   kafkaBrokers: string[];
   redisUrl: string;
-  source: { kafka: ServiceSource; redis: ServiceSource };
+  /** With `redisCluster`: the Redis Cluster's nodes as REDIS_CLUSTER_NODES takes them (`host:port,…`). */
+  redisClusterNodes?: string;
+  source: { kafka: ServiceSource; redis: ServiceSource; redisCluster?: ServiceSource };
   /** The local broker when this call started one (fault-injection runs stop and start it). */
   localKafka?: LocalKafka;
   /** The local redis-server when this call started one. */
   localRedis?: LocalRedis;
+  /** The local Redis Cluster when this call started one. */
+  localRedisCluster?: LocalRedisCluster;
   /** Stops what this call started; leaves services given by the environment alone. */
   stop(): Promise<void>;
 }
@@ -30,12 +36,17 @@ export interface Services {
 /** Options of {@link startServices}. */
 export interface StartServicesOptions {
   /**
-   * The environment to read `KAFKA_BROKERS`, `REDIS_URL`, `AQUEDUCT_TEST_RUNTIME` and `KAFKA_VERSION`
-   * (the release of a broker started here) from.
+   * The environment to read `KAFKA_BROKERS`, `REDIS_URL`, `REDIS_CLUSTER_NODES`, `AQUEDUCT_TEST_RUNTIME`
+   * and `KAFKA_VERSION` (the release of a broker started here) from.
    */
   env?: NodeJS.ProcessEnv;
   /** Progress messages. */
   log?: (message: string) => void;
+  /**
+   * Also a Redis Cluster: the one `REDIS_CLUSTER_NODES` names when set, else a local 3-master cluster
+   * of `redis-server`s (never a container). Default false.
+   */
+  redisCluster?: boolean;
 }
 
 /**
@@ -79,6 +90,20 @@ export async function startServices(options: StartServicesOptions = {}): Promise
     }
     log(`Redis ${redactUrl(redisUrl)} (${redisSource})`);
 
+    let redisClusterNodes: string | undefined;
+    let redisClusterSource: ServiceSource | undefined;
+    let localRedisCluster: LocalRedisCluster | undefined;
+    if (options.redisCluster && env.REDIS_CLUSTER_NODES) {
+      redisClusterNodes = env.REDIS_CLUSTER_NODES;
+      redisClusterSource = 'env';
+    } else if (options.redisCluster) {
+      localRedisCluster = await LocalRedisCluster.start();
+      stoppers.push(() => localRedisCluster?.stop() ?? Promise.resolve());
+      redisClusterNodes = localRedisCluster.nodes;
+      redisClusterSource = 'local';
+    }
+    if (redisClusterNodes) log(`Redis Cluster ${redisClusterNodes} (${redisClusterSource})`);
+
     let kafkaBrokers: string[];
     let kafkaSource: ServiceSource;
     let localKafka: LocalKafka | undefined;
@@ -101,9 +126,15 @@ export async function startServices(options: StartServicesOptions = {}): Promise
     return {
       kafkaBrokers,
       redisUrl,
-      source: { kafka: kafkaSource, redis: redisSource },
+      ...(redisClusterNodes ? { redisClusterNodes } : {}),
+      source: {
+        kafka: kafkaSource,
+        redis: redisSource,
+        ...(redisClusterSource ? { redisCluster: redisClusterSource } : {}),
+      },
       ...(localKafka ? { localKafka } : {}),
       ...(localRedis ? { localRedis } : {}),
+      ...(localRedisCluster ? { localRedisCluster } : {}),
       stop,
     };
   } catch (error) {

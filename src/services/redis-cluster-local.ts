@@ -1,0 +1,150 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import getPort from 'get-port';
+import { Redis } from 'ioredis';
+import { SetupError } from './errors.ts';
+import { runCommand, spawnTied, type TiedProcess, which } from './process.ts';
+
+/** Options of {@link LocalRedisCluster.start}. */
+export interface LocalRedisClusterOptions {
+  /** Masters (no replicas). Default 3, the least `redis-cli --cluster create` accepts. */
+  masters?: number;
+}
+
+/**
+ * A private Redis Cluster on 127.0.0.1: `masters` × `redis-server --cluster-enabled yes` on free ports
+ * (and free cluster-bus ports), joined by `redis-cli --cluster create` with the 16384 slots split among
+ * them, persisting nothing. The nodes announce 127.0.0.1, so a Cluster client needs no NAT map.
+ */
+export class LocalRedisCluster {
+  readonly ports: readonly number[];
+  private readonly dir: string;
+  private readonly processes: readonly TiedProcess[];
+
+  private constructor(ports: readonly number[], dir: string, processes: readonly TiedProcess[]) {
+    this.ports = ports;
+    this.dir = dir;
+    this.processes = processes;
+  }
+
+  /** The nodes as REDIS_CLUSTER_NODES takes them: `127.0.0.1:p1,127.0.0.1:p2,…`. */
+  get nodes(): string {
+    return this.ports.map((port) => `127.0.0.1:${port}`).join(',');
+  }
+
+  static async start(options: LocalRedisClusterOptions = {}): Promise<LocalRedisCluster> {
+    const masters = options.masters ?? 3;
+    const [server, cli] = await Promise.all([which('redis-server'), which('redis-cli')]);
+    if (!server || !cli) {
+      throw new SetupError(
+        `${server ? 'redis-cli' : 'redis-server'} was not found on PATH.`,
+        'install Redis 7 (Debian: apt-get install redis-server, which brings redis-cli), or set REDIS_CLUSTER_NODES to a Redis Cluster you already run.',
+      );
+    }
+    const taken: number[] = [];
+    const freePort = async () => {
+      const port = await getPort({ host: '127.0.0.1', exclude: taken });
+      taken.push(port);
+      return port;
+    };
+    const ports: number[] = [];
+    const busPorts: number[] = [];
+    for (let i = 0; i < masters; i++) {
+      ports.push(await freePort());
+      busPorts.push(await freePort());
+    }
+    const dir = await mkdtemp(join(tmpdir(), 'aqueduct-redis-cluster-'));
+    const processes = ports.map((port, i) =>
+      spawnTied(
+        server,
+        [
+          '--port',
+          String(port),
+          '--cluster-port',
+          String(busPorts[i]),
+          '--bind',
+          '127.0.0.1',
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          join(dir, `nodes-${port}.conf`),
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--dir',
+          dir,
+          '--daemonize',
+          'no',
+        ],
+        join(dir, `redis-${port}.log`),
+      ),
+    );
+    const cluster = new LocalRedisCluster(ports, dir, processes);
+    try {
+      await Promise.all(
+        ports.map((port) => cluster.waitFor(port, async (client) => (await client.ping()) === 'PONG')),
+      );
+      await runCommand(cli, [
+        '--cluster',
+        'create',
+        ...ports.map((port) => `127.0.0.1:${port}`),
+        '--cluster-replicas',
+        '0',
+        '--cluster-yes',
+      ]);
+      // Every node must agree that all slots are served before a client may rely on its slot map.
+      await Promise.all(
+        ports.map((port) =>
+          cluster.waitFor(port, async (client) =>
+            (await client.cluster('INFO')).includes('cluster_state:ok'),
+          ),
+        ),
+      );
+    } catch (error) {
+      await cluster.stop();
+      throw error;
+    }
+    return cluster;
+  }
+
+  /** Polls one node until `ready` says yes; a SetupError with the node's log when it never does. */
+  private async waitFor(
+    port: number,
+    ready: (client: Redis) => Promise<boolean>,
+    timeoutMs = 15_000,
+  ): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    const index = this.ports.indexOf(port);
+    while (Date.now() < deadline && this.processes[index]?.isRunning()) {
+      const client = new Redis(port, '127.0.0.1', {
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+      });
+      client.on('error', () => {});
+      try {
+        await client.connect();
+        if (await ready(client)) return;
+      } catch {
+        // not up yet
+      } finally {
+        client.disconnect();
+      }
+      await sleep(50);
+    }
+    const log = await readFile(join(this.dir, `redis-${port}.log`), 'utf8').catch(() => '');
+    throw new SetupError(
+      `Redis Cluster node on port ${port} did not get ready:\n${log.trimEnd().split('\n').slice(-15).join('\n')}`,
+      'read the redis-server log above.',
+    );
+  }
+
+  /** Stops every node and removes their folder (nothing is persisted). */
+  async stop(): Promise<void> {
+    await Promise.all(this.processes.map((process) => process.stop(5_000)));
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}
