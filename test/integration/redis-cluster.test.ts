@@ -1,0 +1,116 @@
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import type { Cluster } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { InspectSnapshot } from '../../src/inspect/format.ts';
+import { TokenBucketLimiter } from '../../src/limiter/index.ts';
+import { createRedis, redisNodeAddresses } from '../../src/redis/client.ts';
+
+const run = promisify(execFile);
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const node = `${root}node_modules/.bin/node`;
+const cli = `${root}bin/aqueduct.js`;
+
+/** The run's shared 3-master Redis Cluster; every key here is under a prefix of this file's own. */
+let cluster: Cluster;
+let prefix: string;
+let limiter: TokenBucketLimiter;
+
+beforeAll(() => {
+  cluster = createRedis(
+    { url: '', clusterNodes: redisNodeAddresses(inject('redisClusterNodes').split(',')) },
+    { maxRetriesPerRequest: 3 },
+  ) as Cluster;
+  prefix = `aqt-cluster-${randomUUID().slice(0, 8)}`;
+  limiter = new TokenBucketLimiter(cluster, { keyPrefix: prefix });
+});
+
+afterAll(async () => {
+  for (const master of cluster.nodes('master')) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await master.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 500);
+      for (const key of keys) await master.del(key);
+      cursor = next;
+    } while (cursor !== '0');
+  }
+  cluster.disconnect();
+});
+
+/** The master serving a key's slot, by its port. */
+async function ownerPort(key: string): Promise<number> {
+  const slot = Number(await cluster.cluster('KEYSLOT', key));
+  const range = (await cluster.cluster('SLOTS')).find(([from, to]) => slot >= from && slot <= to);
+  const master = range?.[2];
+  if (!master) throw new Error(`no master serves slot ${slot}`);
+  return master[1];
+}
+
+describe('the limiter on a Redis Cluster', () => {
+  it("puts each provider's buckets in a slot of its own, and acquires (one and many) work in each", async () => {
+    const fcm = { name: 'fcm', rate: 100, capacity: 10 };
+    const fcmTenant = { name: 'fcm:tenant:acme', rate: 100, capacity: 10 };
+    const apns = { name: 'apns', rate: 100, capacity: 10 };
+    const slots = await Promise.all(
+      [fcm, fcmTenant, apns].map(async (b) =>
+        Number(await cluster.cluster('KEYSLOT', limiter.keyOf(b.name))),
+      ),
+    );
+    // The provider's bucket and its tenants' share a slot (one script call takes from both); the
+    // providers do not.
+    expect(slots[0]).toBe(slots[1]);
+    expect(slots[0]).not.toBe(slots[2]);
+
+    expect((await limiter.acquire([fcm, fcmTenant], 3)).granted).toBe(3);
+    expect((await limiter.acquire([apns], 4)).granted).toBe(4);
+    // One call across both slots: pipelined per hash tag, each reply back in its request's place.
+    const many = await limiter.acquireMany([
+      { buckets: [apns], n: 2 },
+      { buckets: [fcm, fcmTenant], n: 5 },
+      { buckets: [apns], n: 1 },
+    ]);
+    expect(many.map((r) => [r.granted, r.failedOpen])).toEqual([
+      [2, false],
+      [5, false],
+      [1, false],
+    ]);
+    expect(many[1]?.tokensLeft.map(Math.floor)).toEqual([2, 2]);
+    expect(many[2]?.tokensLeft.map(Math.floor)).toEqual([3]);
+    // A call mixing two providers' buckets could not run on a cluster: refused before it is sent.
+    await expect(limiter.acquire([fcm, apns], 1)).rejects.toThrow(/hash tag/);
+  });
+
+  it('inspect (the limiter and `aqueduct inspect`) lists the buckets of every master', async () => {
+    // Providers whose buckets land on each of the three masters.
+    const masters = new Set(cluster.nodes('master').map((m) => m.options.port));
+    const byMaster = new Map<number, string>();
+    for (let i = 0; byMaster.size < masters.size && i < 200; i++) {
+      const name = `provider${i}`;
+      const port = await ownerPort(limiter.keyOf(name));
+      if (!byMaster.has(port)) byMaster.set(port, name);
+    }
+    expect(byMaster.size).toBe(3);
+    const names = [...byMaster.values()].sort();
+    for (const name of names) await limiter.acquire([{ name, rate: 1, capacity: 5 }], 1);
+
+    const states = await limiter.inspect('provider*');
+    expect(states.map((s) => s.name)).toEqual(names);
+    expect(states.every((s) => s.capacity === 5 && (s.tokens ?? 0) >= 4)).toBe(true);
+
+    const { stdout } = await run(node, [cli, 'inspect', '--json', '--prefix', prefix, 'provider*'], {
+      env: { ...process.env, REDIS_URL: '', REDIS_CLUSTER_NODES: inject('redisClusterNodes') },
+    });
+    const snapshot = JSON.parse(stdout) as InspectSnapshot;
+    expect(snapshot.buckets.map((b) => b.name)).toEqual(names);
+  });
+
+  it('`aqueduct inspect` names the unreachable cluster and exits 2', async () => {
+    const error = (await run(node, [cli, 'inspect'], {
+      env: { ...process.env, REDIS_CLUSTER_NODES: '127.0.0.1:1' },
+    }).catch((e: unknown) => e)) as { code: number; stderr: string };
+    expect(error.code).toBe(2);
+    expect(error.stderr).toContain('Redis is unreachable at REDIS_CLUSTER_NODES=127.0.0.1:1');
+  });
+});
