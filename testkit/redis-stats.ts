@@ -1,4 +1,5 @@
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
+import type { RedisClient } from '../src/redis/client.ts';
 
 /**
  * Commands that Aqueduct's Lua scripts run inside Redis. `INFO commandstats` lists them too, but they
@@ -55,16 +56,31 @@ export function roundTripsBetween(before: Map<string, number>, after: Map<string
   return total;
 }
 
-/** Top-level calls (round trips) since the last `CONFIG RESETSTAT`, with the per-command breakdown. */
+/** The servers behind a client: itself, or every master of a Cluster (where the commands run). */
+function serversOf(redis: RedisClient): Redis[] {
+  return redis.isCluster ? (redis as Cluster).nodes('master') : [redis as Redis];
+}
+
+/** `CONFIG RESETSTAT` on the client's server, or on every master of a Cluster. */
+export async function resetStats(redis: RedisClient): Promise<void> {
+  await Promise.all(serversOf(redis).map((server) => server.config('RESETSTAT')));
+}
+
+/**
+ * Top-level calls (round trips) since the last `CONFIG RESETSTAT` (on a Cluster, summed over its
+ * masters), with the per-command breakdown.
+ */
 export async function roundTrips(
-  redis: Redis,
+  redis: RedisClient,
 ): Promise<{ total: number; byCommand: Record<string, number> }> {
   const byCommand: Record<string, number> = {};
   let total = 0;
-  for (const [command, calls] of await commandStats(redis)) {
-    if (!isRoundTrip(command)) continue;
-    byCommand[command] = calls;
-    total += calls;
+  for (const server of serversOf(redis)) {
+    for (const [command, calls] of await commandStats(server)) {
+      if (!isRoundTrip(command)) continue;
+      byCommand[command] = (byCommand[command] ?? 0) + calls;
+      total += calls;
+    }
   }
   return { total, byCommand };
 }

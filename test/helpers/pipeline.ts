@@ -3,14 +3,14 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
 import type { Kafka } from 'kafkajs';
 import { inject } from 'vitest';
 import { topicFamily } from '../../src/config.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import { HEADER, headerString } from '../../src/kafka/headers.ts';
 import { ensureTopicFamily, SINGLE_BROKER_DURABILITY } from '../../src/kafka/topics.ts';
-import { LocalRedis } from '../../src/services/index.ts';
+import { createRedis, type RedisClient, redisNodeAddresses } from '../../src/redis/client.ts';
+import { LocalRedis, LocalRedisCluster } from '../../src/services/index.ts';
 import type { SimulatorOptions } from '../../src/simulators/simulator.ts';
 import { type ConsumerProcess, spawnConsumer } from '../../testkit/fleet.ts';
 import { type Simulators, startSimulators } from '../../testkit/simulators.ts';
@@ -24,17 +24,23 @@ export interface RigOptions {
   burst: number;
   simulator?: SimulatorOptions;
   env?: Record<string, string>;
+  /**
+   * `cluster`: the consumers use a private 3-master Redis Cluster (REDIS_CLUSTER_NODES) instead of a
+   * private redis-server. Default `single`.
+   */
+  redis?: 'single' | 'cluster';
 }
 
 /**
- * A real pipeline for a test: a fresh topic on the run's Kafka broker, a private redis-server (so that
- * INFO commandstats counts only this test), both provider simulators, and `aqueduct consume` processes.
+ * A real pipeline for a test: a fresh topic on the run's Kafka broker, a private redis-server or Redis
+ * Cluster (so that INFO commandstats counts only this test), both provider simulators, and
+ * `aqueduct consume` processes.
  */
 export interface Rig {
   topic: string;
   kafka: Kafka;
-  redis: Redis;
-  localRedis: LocalRedis;
+  /** A client of the rig's Redis (a Cluster client with `redis: 'cluster'`). */
+  redis: RedisClient;
   simulators: Simulators;
   env: Record<string, string>;
   logDir: string;
@@ -61,15 +67,20 @@ export async function startRig(options: RigOptions): Promise<Rig> {
   const kafka = createKafka({ brokers: inject('kafkaBrokers'), clientId: 'aqueduct-test' });
   const topics = topicFamily(topic);
   await ensureTopicFamily(kafka, topic, options.partitions, SINGLE_BROKER_DURABILITY);
-  const localRedis = await LocalRedis.start();
-  const redis = new Redis(localRedis.url);
+  const server = options.redis === 'cluster' ? await LocalRedisCluster.start() : await LocalRedis.start();
+  const redisEnv: Record<string, string> =
+    server instanceof LocalRedisCluster ? { REDIS_CLUSTER_NODES: server.nodes } : { REDIS_URL: server.url };
+  const redis =
+    server instanceof LocalRedisCluster
+      ? createRedis({ url: '', clusterNodes: redisNodeAddresses(server.nodes.split(',')) })
+      : createRedis({ url: server.url });
   const simulators = await startSimulators({ rate: 100_000, burst: 100_000, ...options.simulator });
   const logDir = await mkdtemp(join(tmpdir(), 'aqueduct-rig-'));
   const env: Record<string, string> = {
     KAFKA_BROKERS: inject('kafkaBrokers').join(','),
     AQUEDUCT_TOPIC_REPLICATION_FACTOR: '1',
     AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: '1',
-    REDIS_URL: localRedis.url,
+    ...redisEnv,
     AQUEDUCT_TOPIC: topic,
     AQUEDUCT_GROUP_ID: `${topic}-group`,
     AQUEDUCT_FCM_RATE: String(options.rate),
@@ -87,7 +98,6 @@ export async function startRig(options: RigOptions): Promise<Rig> {
     topic,
     kafka,
     redis,
-    localRedis,
     simulators,
     env,
     logDir,
@@ -147,7 +157,10 @@ export async function startRig(options: RigOptions): Promise<Rig> {
     async close() {
       await Promise.all(consumers.map((c) => c.kill()));
       redis.disconnect();
-      await Promise.all([localRedis.dispose(), simulators.close()]);
+      await Promise.all([
+        server instanceof LocalRedisCluster ? server.stop() : server.dispose(),
+        simulators.close(),
+      ]);
     },
   };
   return rig;
