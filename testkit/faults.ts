@@ -38,6 +38,8 @@ export interface FaultRunOptions {
   name: string;
   kafkaBrokers: string[];
   redisUrl: string;
+  /** A Redis Cluster (`host:port,…`) the consumers use instead of `redisUrl` (REDIS_CLUSTER_NODES). */
+  redisClusterNodes?: string;
   /** Valid events in the burst (all published before the consumers start). */
   events: number;
   /** Bad messages mixed in among them (spread evenly through the burst). */
@@ -145,6 +147,7 @@ export async function runFaultScenario(options: FaultRunOptions): Promise<FaultR
     const env = fleetEnv({
       kafkaBrokers: options.kafkaBrokers,
       redisUrl: options.redisUrl,
+      redisClusterNodes: options.redisClusterNodes,
       topic,
       redisPrefix: `aq-${runId}`,
       aqueduct: options.aqueduct,

@@ -116,6 +116,8 @@ export function consumerCrashes(consumers: readonly ConsumerProcess[]): number {
 export interface FleetEnvOptions {
   kafkaBrokers: readonly string[];
   redisUrl: string;
+  /** A Redis Cluster (`host:port,…`) the consumers use instead of `redisUrl` (REDIS_CLUSTER_NODES). */
+  redisClusterNodes?: string | undefined;
   topic: string;
   /** Prefix of the run's Redis keys (buckets and done-marks). */
   redisPrefix: string;
@@ -135,7 +137,9 @@ export function fleetEnv(options: FleetEnvOptions): Record<string, string> {
     KAFKA_BROKERS: options.kafkaBrokers.join(','),
     AQUEDUCT_TOPIC_REPLICATION_FACTOR: '1',
     AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: '1',
-    REDIS_URL: options.redisUrl,
+    ...(options.redisClusterNodes
+      ? { REDIS_CLUSTER_NODES: options.redisClusterNodes }
+      : { REDIS_URL: options.redisUrl }),
     AQUEDUCT_TOPIC: options.topic,
     AQUEDUCT_GROUP_ID: `${options.topic}-group`,
     AQUEDUCT_REDIS_PREFIX: options.redisPrefix,

@@ -9,9 +9,10 @@ import { FUZZ_KINDS, fuzzMessages } from '../../testkit/fuzz.ts';
 
 /**
  * Smoke versions of the fault bench (npm run bench -- faults) on the suite's broker: a few hundred
- * events, two consumer processes, a private redis-server (restarted by one of them). The assertions are
- * the bench's targets; no timings. Span export is left to the observability tests (it slows the
- * consumers' start); the logs are scanned for tokens here.
+ * events, two consumer processes, a private redis-server (restarted by one of them; killConsumer runs
+ * against the run's Redis Cluster too). The assertions are the bench's targets; no timings. Span
+ * export is left to the observability tests (it slows the consumers' start); the logs are scanned for
+ * tokens here.
  */
 
 let redis: LocalRedis;
@@ -57,21 +58,25 @@ function expectNothingLostOrLeaked(result: FaultResult): void {
 }
 
 describe('faults (smoke runs of npm run bench -- faults)', () => {
-  it('killConsumer: kill -9 of one of two consumers loses nothing; only what it had sent is pushed twice', async () => {
-    const result = await runFaultScenario({
-      ...options('killConsumer'),
-      inject: async ({ consumers }) => {
-        await consumers[1]?.kill();
-      },
-    });
-    expectNothingLostOrLeaked(result);
-    expect(result.faultAtSeconds).not.toBeNull();
-    expect(result.delivered + result.deadLettered + result.invalidTokens).toBeGreaterThanOrEqual(400);
-    expect(result.provider429).toBe(0);
-    // A duplicate is an event the killed process had pushed before it died, never one pushed after.
-    for (const afterFaultMs of result.duplicateFirstArrivalsAfterFaultMs)
-      expect(afterFaultMs).toBeLessThan(1000);
-  });
+  it.each(['single', 'cluster'] as const)(
+    'killConsumer (Redis %s): kill -9 of one of two consumers loses nothing; only what it had sent is pushed twice',
+    async (redisKind) => {
+      const result = await runFaultScenario({
+        ...options('killConsumer'),
+        ...(redisKind === 'cluster' ? { redisClusterNodes: inject('redisClusterNodes') } : {}),
+        inject: async ({ consumers }) => {
+          await consumers[1]?.kill();
+        },
+      });
+      expectNothingLostOrLeaked(result);
+      expect(result.faultAtSeconds).not.toBeNull();
+      expect(result.delivered + result.deadLettered + result.invalidTokens).toBeGreaterThanOrEqual(400);
+      expect(result.provider429).toBe(0);
+      // A duplicate is an event the killed process had pushed before it died, never one pushed after.
+      for (const afterFaultMs of result.duplicateFirstArrivalsAfterFaultMs)
+        expect(afterFaultMs).toBeLessThan(1000);
+    },
+  );
 
   it('redisRestart: Redis stopped and started again empty: nothing lost, nothing pushed twice, no 429', async () => {
     const result = await runFaultScenario({
