@@ -50,6 +50,10 @@ export function createRedis(connection: RedisConnectionOptions, options: RedisOp
   if (enableAutoPipelining !== undefined) clusterOptions.enableAutoPipelining = enableAutoPipelining;
   if (lazyConnect !== undefined) clusterOptions.lazyConnect = lazyConnect;
   if (retryStrategy) clusterOptions.clusterRetryStrategy = (times) => retryStrategy(times);
+  // The Cluster client resolves node host names to addresses before connecting; over TLS that would
+  // check the certificate against an IP address. Kept as given, the name is what TLS verifies (as
+  // managed clusters that announce host names with TLS need).
+  if (connection.tls) clusterOptions.dnsLookup = (host, callback) => callback(null, host);
   return new Cluster(
     connection.clusterNodes.map((node) => ({ ...node })),
     clusterOptions,
