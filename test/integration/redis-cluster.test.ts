@@ -2,11 +2,12 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import type { Cluster } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { InspectSnapshot } from '../../src/inspect/format.ts';
 import { TokenBucketLimiter } from '../../src/limiter/index.ts';
 import { createRedis, redisNodeAddresses } from '../../src/redis/client.ts';
+import { sampleEvent, startTestGateway } from '../helpers/gateway.ts';
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -28,16 +29,23 @@ beforeAll(() => {
 });
 
 afterAll(async () => {
+  for (const [master, key] of await keysOnMasters(`${prefix}:*`)) await master.del(key);
+  cluster.disconnect();
+});
+
+/** Every key matching `pattern` on every master, with the master holding it. */
+async function keysOnMasters(pattern: string): Promise<Array<[Redis, string]>> {
+  const found: Array<[Redis, string]> = [];
   for (const master of cluster.nodes('master')) {
     let cursor = '0';
     do {
-      const [next, keys] = await master.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 500);
-      for (const key of keys) await master.del(key);
+      const [next, keys] = await master.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
+      for (const key of keys) found.push([master, key]);
       cursor = next;
     } while (cursor !== '0');
   }
-  cluster.disconnect();
-});
+  return found;
+}
 
 /** The master serving a key's slot, by its port. */
 async function ownerPort(key: string): Promise<number> {
@@ -112,5 +120,28 @@ describe('the limiter on a Redis Cluster', () => {
     }).catch((e: unknown) => e)) as { code: number; stderr: string };
     expect(error.code).toBe(2);
     expect(error.stderr).toContain('Redis is unreachable at REDIS_CLUSTER_NODES=127.0.0.1:1');
+  });
+});
+
+describe('the gateway on a Redis Cluster', () => {
+  it('holds a tenant to its admission limit through the Cluster client, the bucket in the cluster', async () => {
+    const key = 'key-acme-cluster-0123456789';
+    const gw = await startTestGateway({
+      keys: { [key]: 'acme' },
+      env: {
+        REDIS_CLUSTER_NODES: inject('redisClusterNodes'),
+        AQUEDUCT_TENANT_RATE: '0.5',
+        AQUEDUCT_TENANT_BURST: '5',
+      },
+    });
+    try {
+      const events = (n: number) => Array.from({ length: n }, (_, i) => sampleEvent(`acme-cluster-${i}`));
+      expect((await gw.post({ events: events(5) }, { key })).status).toBe(202);
+      expect((await gw.post({ events: events(2) }, { key })).status).toBe(429);
+      const buckets = await keysOnMasters('aqt-gw-*:{gateway}:bucket:tenant:acme');
+      expect(buckets.length).toBeGreaterThanOrEqual(1);
+    } finally {
+      await gw.close();
+    }
   });
 });
