@@ -12,6 +12,7 @@ import { redisConnectionOptions } from '../settings-options.ts';
 import { formatBucketTable, type InspectSnapshot } from './format.ts';
 
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+const CLEAR_SCREEN = '\x1b[2J\x1b[H';
 
 /** The consumer's settings of the Redis connection: inspect reads the Redis the consumers use. */
 const redisSettingsSchema = configSchema.pick({
@@ -25,7 +26,6 @@ const redisSettingsSchema = configSchema.pick({
   REDIS_TLS_KEY_FILE: true,
   REDIS_TLS_REJECT_UNAUTHORIZED: true,
 });
-const CLEAR_SCREEN = '\x1b[2J\x1b[H';
 
 interface InspectOptions {
   json?: boolean;

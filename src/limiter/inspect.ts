@@ -15,8 +15,7 @@ const FIELDS_PER_KEY = 8;
  * Every bucket under `keyPrefix` whose name matches `pattern` (a Redis glob on names), as it is at the
  * Redis server's current time, sorted by name. Uses SCAN, never KEYS (on a Cluster, on every master);
  * then one inspect.lua call per hash tag (one slot) and at most {@link KEYS_PER_CALL} keys, all in one
- * pipeline (on a Cluster, one per hash tag). `bounded` puts the
- * caller's timeout on each round trip.
+ * pipeline (on a Cluster, one per hash tag). `bounded` puts the caller's timeout on each round trip.
  */
 export async function inspectBuckets(
   redis: RedisClient,
