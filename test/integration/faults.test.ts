@@ -68,6 +68,9 @@ describe('faults (smoke runs of npm run bench -- faults)', () => {
           await consumers[1]?.kill();
         },
       });
+      console.log(
+        `killConsumer (Redis ${redisKind}): ${result.duplicates} duplicates, ${result.delivered} delivered`,
+      );
       expectNothingLostOrLeaked(result);
       expect(result.faultAtSeconds).not.toBeNull();
       expect(result.delivered + result.deadLettered + result.invalidTokens).toBeGreaterThanOrEqual(400);
