@@ -2,8 +2,8 @@
   dedupe-check: what an earlier reading already finished, asked once for many events.
 
   KEYS[1..p]    finished-offset sets of the partitions read for the first time in this assignment
-                (<prefix>:{p:<topic>:<partition>}:finished:<group>, sorted sets of offsets)
-  KEYS[p+1..]   the idempotency window's shard keys (<prefix>:{w<tag>}:<shard>, see includes/window.lua)
+                (<prefix>:{d<partition mod 3>}:finished:<topic>:<partition>:<group>, sorted sets of offsets)
+  KEYS[p+1..]   the idempotency window's shard keys (<prefix>:{d<shard mod 3>}:window:<shard>, see includes/window.lua)
   ARGV[1]       p, the number of finished-offset sets
   ARGV[2]       windowSeconds, an integer >= 1
   ARGV[3]       the number of fingerprints per shard key, comma-separated ('' with no shard key)

@@ -2,7 +2,7 @@
   dedupe-mark: records what was finished, for a redelivery (after a crash or a rebalance) and for a
   second copy of an event published twice.
 
-  KEYS[1..p]     finished-offset sets of partitions (<prefix>:{p:<topic>:<partition>}:finished:<group>)
+  KEYS[1..p]     finished-offset sets of partitions (<prefix>:{d<partition mod 3>}:finished:<topic>:<partition>:<group>)
   KEYS[p+1..]    the idempotency window's shard keys (see includes/window.lua)
   ARGV[1]        p, the number of finished-offset sets
   ARGV[2]        windowSeconds, an integer >= 1

@@ -4,7 +4,9 @@ import type { RedisClient } from '../src/redis/client.ts';
 /**
  * Commands that Aqueduct's Lua scripts run inside Redis. `INFO commandstats` lists them too, but they
  * are not round trips; everything else the clients sent is. `info` and `config` are the measuring
- * side's own calls (and ioredis' ready check) and are left out as well.
+ * side's own calls (and ioredis' ready check) and are left out as well, and so are a connection's
+ * handshake (`hello`, `client setname`): once per connection, not per push, and a Cluster client
+ * opens one per master.
  */
 const NOT_ROUND_TRIPS = new Set([
   'time',
@@ -32,6 +34,8 @@ const NOT_ROUND_TRIPS = new Set([
   'del',
   'info',
   'config',
+  'hello',
+  'client',
 ]);
 
 /** Calls per command since the last `CONFIG RESETSTAT`, from `INFO commandstats`. */

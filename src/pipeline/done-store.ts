@@ -46,10 +46,13 @@ export interface DoneReading {
 const RECENT_LIMIT = 200_000;
 
 /**
- * Hash tags the window's shards spread over: on a Redis Cluster one call per tag a batch touches, and
- * up to this many masters share the window.
+ * Hash tags the dedupe memory spreads over, `{d0}` to `{d2}`: the window's shards and the partitions'
+ * finished offsets share them, so that on a Redis Cluster a lookup, and a flush of marks, is one call
+ * per tag (at most three) whatever the partitions and events. Each call costs a round trip, so the
+ * tags are few; these three fall on the three masters of an evenly split three-master cluster (CRC16
+ * slots 12733, 8604 and 4607), and a larger cluster holds the dedupe memory on three of its masters.
  */
-const WINDOW_TAGS = 16;
+const DEDUPE_TAGS = 3;
 
 /** Most window shards in one script call (two keys each). */
 const SHARDS_PER_CALL = 500;
@@ -173,21 +176,23 @@ export class DoneStore {
 
   /** The Redis key of a partition's finished-offset set. */
   partitionKey(ref: PartitionRef): string {
-    return `${this.options.prefix}:{p:${ref.topic}:${ref.partition}}:finished:${this.options.groupId}`;
+    return `${this.options.prefix}:{d${ref.partition % DEDUPE_TAGS}}:finished:${ref.topic}:${ref.partition}:${this.options.groupId}`;
   }
 
   /** The Redis key of one window shard. */
   shardKey(shard: number): string {
-    return `${this.options.prefix}:{w${shard % WINDOW_TAGS}}:${shard}`;
+    return `${this.options.prefix}:{d${shard % DEDUPE_TAGS}}:window:${shard}`;
   }
 
   /**
    * What earlier readings finished: the window's outcome of each key, and the finished offsets of each
-   * partition given (read once per assignment). Asked right away: a fetched batch's check goes out
-   * while kafkajs hands the process the next batches of the same fetch.
+   * partition given (read once per assignment). On one server asked right away: a fetched batch's check
+   * goes out while kafkajs hands the process the next batches of the same fetch.
    */
   lookup(keys: readonly string[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
-    return this.read(keys, partitions);
+    // On a Cluster a lookup costs a call per tag it touches; the batches of one fetch, a few ms apart,
+    // share those calls instead.
+    return this.redis.isCluster ? this.check(keys, partitions) : this.read(keys, partitions);
   }
 
   /** As {@link lookup}, coalesced with other callers' checks of the next few ms. */
@@ -312,16 +317,23 @@ export class DoneStore {
         });
       return plans.filter((plan) => plan.partitions.length > 0 || plan.shards.length > 0);
     }
-    for (const entry of withKeys) plans.push({ partitions: [entry], shards: [] });
-    const byTag = new Map<number, number[]>();
-    for (const shard of shards) {
-      const list = byTag.get(shard % WINDOW_TAGS) ?? [];
-      list.push(shard);
-      byTag.set(shard % WINDOW_TAGS, list);
-    }
-    for (const list of byTag.values())
-      for (let start = 0; start < list.length; start += SHARDS_PER_CALL)
-        plans.push({ partitions: [], shards: list.slice(start, start + SHARDS_PER_CALL) });
+    const byTag = new Map<number, CallPlan>();
+    const planOf = (tag: number): CallPlan => {
+      let plan = byTag.get(tag);
+      if (!plan) {
+        plan = { partitions: [], shards: [] };
+        byTag.set(tag, plan);
+      }
+      return plan;
+    };
+    for (const entry of withKeys) planOf(entry.ref.partition % DEDUPE_TAGS).partitions.push(entry);
+    for (const shard of shards) planOf(shard % DEDUPE_TAGS).shards.push(shard);
+    for (const plan of byTag.values())
+      for (let start = 0; start < Math.max(plan.shards.length, 1); start += SHARDS_PER_CALL)
+        plans.push({
+          partitions: start === 0 ? plan.partitions : [],
+          shards: plan.shards.slice(start, start + SHARDS_PER_CALL),
+        });
     return plans;
   }
 

@@ -39,15 +39,17 @@ export function redisSecurity(options: RedisConnectionOptions): RedisOptions {
 /**
  * A Redis client for the connection (one server at `url`, or the Redis Cluster of `clusterNodes`) with
  * its credentials and TLS, plus `options` (retries, pipelining). On a Cluster, the options that are the
- * whole client's (auto-pipelining, lazy connect, the retry strategy) are the Cluster's, and the others
- * (and the credentials and TLS) every node connection's.
+ * whole client's (lazy connect, the retry strategy) are the Cluster's, and the others (and the
+ * credentials and TLS) every node connection's; auto-pipelining is not used there (see below).
  */
 export function createRedis(connection: RedisConnectionOptions, options: RedisOptions = {}): RedisClient {
   if (!connection.clusterNodes)
     return new Redis(connection.url, { ...options, ...redisSecurity(connection) });
-  const { enableAutoPipelining, lazyConnect, retryStrategy, ...perNode } = options;
+  // Auto-pipelining stays off on a Cluster: ioredis groups a defined script's calls by the node of their
+  // first argument, which for a script is `numkeys`, not a key, so calls for keys on different nodes
+  // land in one pipeline that the Cluster client then refuses. Each call is routed by its own keys.
+  const { enableAutoPipelining: _, lazyConnect, retryStrategy, ...perNode } = options;
   const clusterOptions: ClusterOptions = { redisOptions: { ...perNode, ...redisSecurity(connection) } };
-  if (enableAutoPipelining !== undefined) clusterOptions.enableAutoPipelining = enableAutoPipelining;
   if (lazyConnect !== undefined) clusterOptions.lazyConnect = lazyConnect;
   if (retryStrategy) clusterOptions.clusterRetryStrategy = (times) => retryStrategy(times);
   // The Cluster client resolves node host names to addresses before connecting; over TLS that would
