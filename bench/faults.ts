@@ -161,12 +161,14 @@ export async function runFaultsBench(options: FaultsBenchOptions): Promise<Fault
       // Past the burst, into the throttled stream.
       injectAfterDelivered: Math.round(AQUEDUCT.burst * 2 + options.events * 0.15),
       // A consumer killed without leaving holds its partitions this long (default 30 s); a small send
-      // window and acquire chunk keep what a process has in flight (and so what a kill can duplicate)
-      // small. See docs/delivery-guarantees.md.
+      // window and acquire chunk keep what a process has in flight, and a short mark flush what it has
+      // delivered but not yet marked (together, what a kill can duplicate), small. See
+      // docs/delivery-guarantees.md.
       env: {
         AQUEDUCT_SESSION_TIMEOUT_MS: '10000',
         AQUEDUCT_ACQUIRE_CHUNK: '16',
         AQUEDUCT_SEND_CONCURRENCY: '16',
+        AQUEDUCT_MARK_FLUSH_MS: '5',
       },
       logDir,
       log,

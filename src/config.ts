@@ -235,6 +235,15 @@ export const configSchema = z.object({
     .describe(
       'How long a final outcome is remembered by (tenant, id), so that a second copy of an event published again is pushed once, in seconds (remembered at least this long, at most twice). Default 86400; 0 turns the window off (redeliveries after a crash or a rebalance are still recognized, by offset). About 18 bytes of Redis memory per event in the window.',
     ),
+  AQUEDUCT_MARK_FLUSH_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(1000)
+    .default(50)
+    .describe(
+      'How long finished events wait for others before their marks go to Redis together, in ms. A consumer killed outright (kill -9) pushes again what it delivered in this last span; shorter costs more Redis calls.',
+    ),
   AQUEDUCT_IDEMPOTENCY_SHARDS: positiveInt
     .default(8192)
     .describe(

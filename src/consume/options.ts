@@ -15,6 +15,7 @@ export function consumerOptions(config: Config): NotificationConsumerOptions {
     redisPrefix: config.AQUEDUCT_REDIS_PREFIX,
     idempotencyWindowSeconds: idempotencyWindowOf(config),
     idempotencyShards: config.AQUEDUCT_IDEMPOTENCY_SHARDS,
+    markFlushMs: config.AQUEDUCT_MARK_FLUSH_MS,
     maxMessageBytes: config.AQUEDUCT_MAX_MESSAGE_BYTES,
     maxHeaderBytes: config.AQUEDUCT_MAX_HEADER_BYTES,
     maxAttempts: config.AQUEDUCT_MAX_ATTEMPTS,

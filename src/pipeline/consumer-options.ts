@@ -45,6 +45,8 @@ export interface NotificationConsumerOptions {
   idempotencyWindowSeconds: number;
   /** Shards of the idempotency window (see DoneStoreOptions.shards). */
   idempotencyShards: number;
+  /** How long marks wait for others before going to Redis together, in ms (DoneStoreOptions.markCoalesceMs). */
+  markFlushMs: number;
   /** Largest accepted message value, in bytes: a larger one is dead-lettered before it is parsed. */
   maxMessageBytes: number;
   /** Largest accepted message key plus headers, in bytes: a larger message is dead-lettered unread. */

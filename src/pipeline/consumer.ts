@@ -74,6 +74,7 @@ export class NotificationConsumer {
       groupId: this.options.groupId,
       windowSeconds: this.options.idempotencyWindowSeconds,
       shards: this.options.idempotencyShards,
+      markCoalesceMs: this.options.markFlushMs,
     });
     // Kafka's commit says what is done below it: the finished offsets under it are dropped from Redis.
     this.consumer.on(this.consumer.events.COMMIT_OFFSETS, ({ payload }) => {
