@@ -246,7 +246,9 @@ describe('the hand-written check of a valid event', () => {
       }),
       { numRuns: 5000 },
     );
-    expect(accepted).toBeGreaterThan(100);
+    // The generator makes about 2.3% valid events (about 115 of 5000, standard deviation about 11): the
+    // bound is what a generator that stopped producing valid events would break, six deviations down.
+    expect(accepted).toBeGreaterThan(50);
   });
 
   it('takes the hand-written path for valid events, such as the generated ones', () => {
