@@ -322,6 +322,19 @@ export const configSchema = z.object({
 });
 
 export type Config = z.output<typeof configSchema>;
+
+/** The settings of the Redis connection, for the commands that read only those (a zod `pick` mask). */
+export const REDIS_CONNECTION_SETTINGS = {
+  REDIS_URL: true,
+  REDIS_CLUSTER_NODES: true,
+  REDIS_USERNAME: true,
+  REDIS_PASSWORD: true,
+  REDIS_TLS: true,
+  REDIS_TLS_CA_FILE: true,
+  REDIS_TLS_CERT_FILE: true,
+  REDIS_TLS_KEY_FILE: true,
+  REDIS_TLS_REJECT_UNAUTHORIZED: true,
+} as const;
 export type ConfigInput = z.input<typeof configSchema>;
 
 const SECRET = /PASSWORD|SECRET|CREDENTIALS|KEY_FILE|TOKEN/;

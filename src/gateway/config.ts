@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { type Config, configSchema, redactConfig } from '../config.ts';
+import { type Config, configSchema, REDIS_CONNECTION_SETTINGS, redactConfig } from '../config.ts';
 import { describeIssues } from '../events/decode.ts';
 import { EVENT_LIMITS } from '../events/event.ts';
 import { ConfigError, readSettings, settingsReference } from '../settings.ts';
@@ -91,15 +91,7 @@ export const gatewayConfigSchema = configSchema
     AQUEDUCT_TOPIC: true,
     AQUEDUCT_TOPIC_REPLICATION_FACTOR: true,
     AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: true,
-    REDIS_URL: true,
-    REDIS_CLUSTER_NODES: true,
-    REDIS_USERNAME: true,
-    REDIS_PASSWORD: true,
-    REDIS_TLS: true,
-    REDIS_TLS_CA_FILE: true,
-    REDIS_TLS_CERT_FILE: true,
-    REDIS_TLS_KEY_FILE: true,
-    REDIS_TLS_REJECT_UNAUTHORIZED: true,
+    ...REDIS_CONNECTION_SETTINGS,
     AQUEDUCT_REDIS_PREFIX: true,
     AQUEDUCT_LIMITER_FAILURE_POLICY: true,
     AQUEDUCT_SHUTDOWN_TIMEOUT_MS: true,

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, InvalidArgumentError } from 'commander';
-import { configSchema } from '../config.ts';
+import { configSchema, REDIS_CONNECTION_SETTINGS } from '../config.ts';
 import { describeIssues } from '../events/decode.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { redactUrl } from '../redact.ts';
@@ -15,17 +15,7 @@ const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 const CLEAR_SCREEN = '\x1b[2J\x1b[H';
 
 /** The consumer's settings of the Redis connection: inspect reads the Redis the consumers use. */
-const redisSettingsSchema = configSchema.pick({
-  REDIS_URL: true,
-  REDIS_CLUSTER_NODES: true,
-  REDIS_USERNAME: true,
-  REDIS_PASSWORD: true,
-  REDIS_TLS: true,
-  REDIS_TLS_CA_FILE: true,
-  REDIS_TLS_CERT_FILE: true,
-  REDIS_TLS_KEY_FILE: true,
-  REDIS_TLS_REJECT_UNAUTHORIZED: true,
-});
+const redisSettingsSchema = configSchema.pick(REDIS_CONNECTION_SETTINGS);
 
 interface InspectOptions {
   json?: boolean;

@@ -1,11 +1,11 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import getPort from 'get-port';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { SetupError } from './errors.ts';
 import { runCommand, spawnTied, type TiedProcess, which } from './process.ts';
+import { pollRedis } from './redis-local.ts';
 
 /** Options of {@link LocalRedisCluster.start}. */
 export interface LocalRedisClusterOptions {
@@ -116,25 +116,9 @@ export class LocalRedisCluster {
     ready: (client: Redis) => Promise<boolean>,
     timeoutMs = 15_000,
   ): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    const index = this.ports.indexOf(port);
-    while (Date.now() < deadline && this.processes[index]?.isRunning()) {
-      const client = new Redis(port, '127.0.0.1', {
-        lazyConnect: true,
-        maxRetriesPerRequest: 0,
-        retryStrategy: () => null,
-      });
-      client.on('error', () => {});
-      try {
-        await client.connect();
-        if (await ready(client)) return;
-      } catch {
-        // not up yet
-      } finally {
-        client.disconnect();
-      }
-      await sleep(50);
-    }
+    const node = this.processes[this.ports.indexOf(port)];
+    const running = () => node?.isRunning() === true;
+    if (await pollRedis(`redis://127.0.0.1:${port}`, ready, running, timeoutMs)) return;
     const log = await readFile(join(this.dir, `redis-${port}.log`), 'utf8').catch(() => '');
     throw new SetupError(
       `Redis Cluster node on port ${port} did not get ready:\n${log.trimEnd().split('\n').slice(-15).join('\n')}`,

@@ -73,25 +73,8 @@ export class LocalRedis {
   }
 
   private async waitUntilReady(timeoutMs = 10_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      if (!this.process.isRunning()) break;
-      const client = new Redis(this.url, {
-        lazyConnect: true,
-        maxRetriesPerRequest: 0,
-        retryStrategy: () => null,
-      });
-      client.on('error', () => {});
-      try {
-        await client.connect();
-        if ((await client.ping()) === 'PONG') return;
-      } catch {
-        // not up yet
-      } finally {
-        client.disconnect();
-      }
-      await sleep(50);
-    }
+    const pong = async (client: Redis) => (await client.ping()) === 'PONG';
+    if (await pollRedis(this.url, pong, () => this.process.isRunning(), timeoutMs)) return;
     const log = await readFile(join(this.dir, 'redis.log'), 'utf8').catch(() => '');
     throw new SetupError(
       `redis-server on port ${this.port} did not start:\n${log.trimEnd().split('\n').slice(-15).join('\n')}`,
@@ -121,4 +104,31 @@ export class LocalRedis {
     await this.stop();
     await rm(this.dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Connects to a starting redis-server every 50 ms until `ready` says yes (true), the server process is
+ * no longer `running` or `timeoutMs` has passed (false).
+ */
+export async function pollRedis(
+  url: string,
+  ready: (client: Redis) => Promise<boolean>,
+  running: () => boolean,
+  timeoutMs: number,
+): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline && running()) {
+    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      if (await ready(client)) return true;
+    } catch {
+      // not up yet
+    } finally {
+      client.disconnect();
+    }
+    await sleep(50);
+  }
+  return false;
 }
