@@ -63,7 +63,10 @@ describe.each(['single', 'cluster'] as const)(
       // Batched: one call serves dozens of pushes. (The ≤ 0.03 target is measured by `bench burst` and
       // the demo over runs long enough to read it; a run this short moves by a few calls either way, so
       // here the bound is what per-window or per-event calls would break.)
-      expect(callsPerPush).toBeLessThanOrEqual(0.06);
+      // On a Cluster a step's calls fan out by hash tag: the dedupe memory's lookups and flushes to up to
+      // three tags ({d0}-{d2}), and each connection to three masters loads the scripts three times
+      // (measured 0.049-0.061 there against 0.028-0.033 on one server).
+      expect(callsPerPush).toBeLessThanOrEqual(redis === 'cluster' ? 0.09 : 0.06);
     });
   },
 );
