@@ -38,31 +38,18 @@ describe('a flooded device, simulated', () => {
 
   it('climbs to a faster device (20/s, burst 20) and settles on a slower one (5/s) alike', () => {
     for (const seed of SEEDS) {
-      const fast = simulateFlood({
-        rate: 20,
-        burst: 20,
+      const flood = {
         events: 300,
-        arrivalMs: 3000,
-        lateMs: [50, 400],
+        lateMs: [50, 400] as [number, number],
         answerMs: 20,
         maxAttempts: 5,
         fetchWindow: 450,
         fetchEveryMs: 300,
         seed,
-      });
+      };
+      const fast = simulateFlood({ ...flood, rate: 20, burst: 20, arrivalMs: 3000 });
       expect(fast.ofDeviceLimit).toBeGreaterThanOrEqual(0.95);
-      const slow = simulateFlood({
-        rate: 5,
-        burst: 5,
-        events: 300,
-        arrivalMs: 4000,
-        lateMs: [50, 400],
-        answerMs: 20,
-        maxAttempts: 5,
-        fetchWindow: 450,
-        fetchEveryMs: 300,
-        seed,
-      });
+      const slow = simulateFlood({ ...flood, rate: 5, burst: 5, arrivalMs: 4000 });
       expect(slow.ofDeviceLimit).toBeGreaterThanOrEqual(0.95);
       for (const run of [fast, slow]) {
         expect(run.delivered).toBe(300);
