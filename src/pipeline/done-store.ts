@@ -101,10 +101,18 @@ export interface DoneStoreOptions {
   markCoalesceMs?: number;
 }
 
-/** An idempotency key's place in the window: its 8-byte fingerprint and its shard. */
+/** An idempotency key's place in the window: its 8-byte fingerprint (two 32-bit halves) and its shard. */
 interface Fingerprint {
-  bytes: Buffer;
+  high: number;
+  low: number;
   shard: number;
+}
+
+/** What the next flush writes for one partition: the offsets finished, and Kafka's latest commit. */
+interface PendingPartition {
+  ref: PartitionRef;
+  committed: string;
+  offsets: string[];
 }
 
 /** The keys and arguments of one script call, all in one Redis Cluster slot (or on one server). */
@@ -132,9 +140,9 @@ export class DoneStore {
   private readonly dedupeForget: ScriptCall;
   private readonly options: Required<DoneStoreOptions>;
   /** Marks and trims waiting for the next flush, per partition key. */
-  private pendingPartitions = new Map<string, { ref: PartitionRef; committed: string; offsets: string[] }>();
+  private pendingPartitions = new Map<string, PendingPartition>();
   /** Window entries waiting for the next flush, per shard: fingerprint and outcome byte. */
-  private pendingEntries = new Map<number, Array<{ bytes: Buffer; outcome: number }>>();
+  private pendingEntries = new Map<number, Array<{ fp: Fingerprint; outcome: number }>>();
   /**
    * Keys this process marked recently: a second copy in reach is skipped without asking Redis. Two
    * generations of RECENT_LIMIT / 2 (the older one dropped whole when the newer fills up): evicting one
@@ -214,12 +222,16 @@ export class DoneStore {
    */
   mark(marks: readonly DoneMark[]): Promise<void> {
     if (marks.length === 0) return Promise.resolve();
+    let pending: PendingPartition | undefined;
     for (const mark of marks) {
-      this.pendingPartition(mark).offsets.push(mark.offset);
+      // A call's marks are nearly always of one partition: its entry is looked up once.
+      if (pending?.ref.partition !== mark.partition || pending.ref.topic !== mark.topic)
+        pending = this.pendingPartition(mark);
+      pending.offsets.push(mark.offset);
       if (mark.final && this.windowOn) {
         const fp = this.fingerprint(mark.final.key);
         const entries = this.pendingEntries.get(fp.shard) ?? [];
-        entries.push({ bytes: fp.bytes, outcome: OUTCOME_BYTE[mark.final.outcome] });
+        entries.push({ fp, outcome: OUTCOME_BYTE[mark.final.outcome] });
         this.pendingEntries.set(fp.shard, entries);
         this.remember(mark.final.key);
       }
@@ -266,7 +278,11 @@ export class DoneStore {
   private fingerprint(key: string): Fingerprint {
     const digest = hash('sha1', key, 'buffer');
     // The shard comes from bytes the fingerprint does not use, so all 64 bits of it tell events apart.
-    return { bytes: digest.subarray(0, 8), shard: digest.readUInt32BE(8) % this.options.shards };
+    return {
+      high: digest.readUInt32BE(0),
+      low: digest.readUInt32BE(4),
+      shard: digest.readUInt32BE(8) % this.options.shards,
+    };
   }
 
   /** Distinct keys by the shard their fingerprint falls in. */
@@ -295,7 +311,8 @@ export class DoneStore {
     let at = 0;
     for (const list of lists)
       for (const { key, fp } of list) {
-        fp.bytes.copy(blob, at);
+        blob.writeUInt32BE(fp.high, at);
+        blob.writeUInt32BE(fp.low, at + 4);
         at += 8;
         keys.push(key);
       }
@@ -388,7 +405,7 @@ export class DoneStore {
     }
   }
 
-  private pendingPartition(ref: PartitionRef): { ref: PartitionRef; committed: string; offsets: string[] } {
+  private pendingPartition(ref: PartitionRef): PendingPartition {
     const key = `${ref.topic}:${ref.partition}`;
     let pending = this.pendingPartitions.get(key);
     if (!pending) {
@@ -434,8 +451,9 @@ export class DoneStore {
       const blob = Buffer.allocUnsafe(9 * lists.reduce((n, list) => n + list.length, 0));
       let at = 0;
       for (const list of lists)
-        for (const { bytes, outcome } of list) {
-          bytes.copy(blob, at);
+        for (const { fp, outcome } of list) {
+          blob.writeUInt32BE(fp.high, at);
+          blob.writeUInt32BE(fp.low, at + 4);
           blob[at + 8] = outcome;
           at += 9;
         }
