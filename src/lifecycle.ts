@@ -66,3 +66,22 @@ export function openResources(): Record<string, number> {
   for (const kind of process.getActiveResourcesInfo()) counts[kind] = (counts[kind] ?? 0) + 1;
   return counts;
 }
+
+/**
+ * Logs an error nothing caught (a throw in a callback, a rejection no one awaited) as one JSON line with
+ * its stack, then ends the process as Node itself would (exit code 1). Node's own report goes to stderr
+ * as plain text, which a log pipeline reading JSON lines drops: the process would die without a word.
+ */
+export function logUncaughtErrors(logger: Logger): void {
+  const fatal = (kind: 'uncaughtException' | 'unhandledRejection') => (error: unknown) => {
+    logger.fatal({ err: uncaughtFields(error), kind }, 'uncaught error; exiting');
+    process.exit(1);
+  };
+  process.on('uncaughtException', fatal('uncaughtException'));
+  process.on('unhandledRejection', fatal('unhandledRejection'));
+}
+
+function uncaughtFields(error: unknown): Record<string, unknown> {
+  if (!(error instanceof Error)) return { message: String(error) };
+  return { name: error.name, message: error.message, stack: error.stack };
+}

@@ -3,6 +3,7 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const CLI = fileURLToPath(new URL('../bin/aqueduct.js', import.meta.url));
+const OTHER_OUTPUT_LINES = 100;
 
 /** One `aqueduct consume` process started by a test, benchmark or the demo. */
 export interface ConsumerProcess {
@@ -10,6 +11,11 @@ export interface ConsumerProcess {
   readonly child: ChildProcess;
   /** Every JSON log line it printed so far, parsed. */
   readonly logs: Array<Record<string, unknown>>;
+  /**
+   * The last lines it printed that are not JSON logs (at most OTHER_OUTPUT_LINES): an uncaught error's
+   * stack goes there, so a test's failure message can show why a process died.
+   */
+  readonly otherOutput: string[];
   /** Resolves with the exit code (or signal) when it is gone. */
   readonly exited: Promise<number | string>;
   /** What ended it: `stop` or `kill` when this side asked, `self` when it exited on its own; undefined while it runs. */
@@ -45,6 +51,12 @@ export function spawnConsumer(name: string, env: Record<string, string>, logFile
   });
   const file: WriteStream | undefined = logFile ? createWriteStream(logFile, { flags: 'a' }) : undefined;
   const logs: Array<Record<string, unknown>> = [];
+  const otherOutput: string[] = [];
+  const keepOther = (line: string) => {
+    if (line.trim() === '') return;
+    otherOutput.push(line);
+    if (otherOutput.length > OTHER_OUTPUT_LINES) otherOutput.shift();
+  };
   let joinedResolve: () => void = () => {};
   const joinedPromise = new Promise<void>((resolve) => {
     joinedResolve = resolve;
@@ -58,13 +70,16 @@ export function spawnConsumer(name: string, env: Record<string, string>, logFile
       const line = buffer.slice(0, newline);
       buffer = buffer.slice(newline + 1);
       newline = buffer.indexOf('\n');
-      if (!line.startsWith('{')) continue;
+      if (!line.startsWith('{')) {
+        keepOther(line);
+        continue;
+      }
       try {
         const entry = JSON.parse(line) as Record<string, unknown>;
         logs.push(entry);
         if (entry.msg === 'joined the consumer group') joinedResolve();
       } catch {
-        // not a log line
+        keepOther(line);
       }
     }
   };
@@ -86,6 +101,7 @@ export function spawnConsumer(name: string, env: Record<string, string>, logFile
     name,
     child,
     logs,
+    otherOutput,
     exited,
     get ended() {
       return ended;

@@ -4,7 +4,7 @@ import { type Config, configReference, loadConfig, redactConfig } from '../confi
 import type { Platform } from '../events/event.ts';
 import { createKafka } from '../kafka/client.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
-import { exitStopped, openResources } from '../lifecycle.ts';
+import { exitStopped, logUncaughtErrors, openResources } from '../lifecycle.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { RestartSafeTokenSource } from '../limiter/restart-guard.ts';
 import { createLogger, type Logger } from '../log.ts';
@@ -184,6 +184,7 @@ export async function startConsumerApp(
 /** Starts tracing and a consumer, and stops both cleanly on SIGTERM/SIGINT (or a fatal consumer crash). */
 export async function runConsumer(config: Config): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL);
+  logUncaughtErrors(logger);
   const tracing = await startTracing('aqueduct-consumer', { logger });
   const app = await startConsumerApp(config, { logger });
 

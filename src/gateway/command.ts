@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { exitStopped, openResources } from '../lifecycle.ts';
+import { exitStopped, logUncaughtErrors, openResources } from '../lifecycle.ts';
 import { createLogger } from '../log.ts';
 import { settingsHelp } from '../settings.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
@@ -52,6 +52,7 @@ export function registerServeCommand(program: Command): void {
 /** Runs the gateway until SIGTERM/SIGINT, then drains within AQUEDUCT_SHUTDOWN_TIMEOUT_MS. */
 export async function runGateway(config: GatewayConfig): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL, 'aqueduct-gateway');
+  logUncaughtErrors(logger);
   logger.info({ config: redactGatewayConfig(config) }, 'starting gateway');
   const sampler = await gatewaySampler();
   const tracing = await startTracing('aqueduct-gateway', { logger, ...(sampler ? { sampler } : {}) });

@@ -34,6 +34,11 @@ function messages(consumer: ConsumerProcess): string[] {
   return consumer.logs.map((line) => String(line.msg));
 }
 
+/** A failure message: the log's messages, then whatever else the process printed (an uncaught stack). */
+function story(consumer: ConsumerProcess): string {
+  return [...messages(consumer), '--- other output:', ...consumer.otherOutput].join('\n');
+}
+
 async function waitForLog(consumer: ConsumerProcess, msg: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!messages(consumer).includes(msg)) {
@@ -79,7 +84,7 @@ describe('aqueduct consume exits after SIGTERM', () => {
           sleep(SHUTDOWN_TIMEOUT_MS + 5000, 'still running'),
         ]);
         const tookMs = Date.now() - stoppedAt;
-        expect(code, messages(consumer).join('\n')).toBe(0);
+        expect(code, story(consumer)).toBe(0);
         expect(tookMs).toBeLessThanOrEqual(SHUTDOWN_TIMEOUT_MS + 1000);
         await waitForLog(consumer, 'stopped', 1000);
         const hardStops = consumer.logs.filter((line) => line.msg === 'shutdown bound exceeded; exiting');
