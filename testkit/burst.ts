@@ -34,6 +34,8 @@ export interface BurstOptions {
   /** false: the fire-and-forget baseline (no token bucket, 429s retried). */
   limiter: boolean;
   deadTokenRatio: number;
+  /** Tenants the events are spread over (round-robin); none: events carry no tenant. */
+  tenants?: readonly string[];
   /** Faults the simulators inject (e.g. `{ error500: 0.01 }`). */
   faults?: Partial<SimulatorFaults>;
   /** Extra consumer environment. */
@@ -59,6 +61,14 @@ export interface BurstStatus {
   retried: number;
   deadLettered: number;
   invalidTokens: number;
+  /** Per tenant (when the events have tenants): deliveries so far, and per second since the last tick. */
+  tenants: TenantStatus[];
+}
+
+export interface TenantStatus {
+  tenant: string;
+  delivered: number;
+  deliveredPerSecond: number;
 }
 
 /** What a burst run measured: every count from the simulators' records and the topics. */
@@ -95,6 +105,8 @@ export interface BurstResult {
    * token, including dead tokens and 5xx) ÷ the same envelope: how much of the allowance was used at all.
    */
   perProvider: Record<Platform, ProviderFigures>;
+  /** Deliveries per tenant (empty when the events had no tenant). */
+  tenants: Record<string, { delivered: number }>;
   /** Deliveries and 429s per second of the run, for the picture. */
   timeline: Array<{ second: number; delivered: number; provider429: number }>;
   consumerCrashes: number;
@@ -132,8 +144,15 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
 
     // The viral burst: everything is on the topic before the first consumer starts.
     const events = [
-      ...generateEvents({ count: options.events, deadTokenRatio: options.deadTokenRatio, idPrefix: runId }),
+      ...generateEvents({
+        count: options.events,
+        deadTokenRatio: options.deadTokenRatio,
+        idPrefix: runId,
+        ...(options.tenants ? { tenants: options.tenants } : {}),
+      }),
     ];
+    const tenantOf = new Map(events.flatMap((e) => (e.tenant ? [[e.id as string, e.tenant]] : [])));
+    let lastByTenant = new Map<string, number>();
     const published = await publishEvents(kafka, events, {
       topic,
       batchSize: 1000,
@@ -170,7 +189,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     const throttleSamples: Array<{ at: number; total: number }> = [];
     for (;;) {
       await sleep(1000);
-      const { delivered, deadLettered, invalidTokens, retried } = await outcomesSoFar(
+      const { delivered, deadLettered, invalidTokens, retried, acceptedIds } = await outcomesSoFar(
         kafka,
         topics,
         simulators,
@@ -193,8 +212,10 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
           retried,
           deadLettered,
           invalidTokens,
+          tenants: tenantStatus(byTenant(acceptedIds, tenantOf), lastByTenant, now - lastTick),
         });
       }
+      lastByTenant = byTenant(acceptedIds, tenantOf);
       lastDelivered = delivered;
       lastTick = now;
       if (delivered + deadLettered + invalidTokens >= ids.length) break;
@@ -254,6 +275,9 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       redisCallsPerPush: round(redisCalls / Math.max(1, accepted.ids.size), 4),
       redisCallsByCommand: callsByCommand(statsBefore, statsAfter),
       perProvider,
+      tenants: Object.fromEntries(
+        [...byTenant(accepted.ids, tenantOf)].map(([tenant, delivered]) => [tenant, { delivered }]),
+      ),
       timeline: timeline(simulators, started, throttleSamples),
       consumerCrashes: consumerCrashes(consumers),
       retryReasons: countBy(retry.map((m) => headerString(m.headers, HEADER.reason) ?? 'unknown')),
@@ -277,9 +301,38 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       retried: 0,
       deadLettered: 0,
       invalidTokens: 0,
+      tenants: [],
       ...partial,
     };
   }
+}
+
+/** Deliveries so far per tenant, of the accepted ids that have one. */
+function byTenant(
+  acceptedIds: ReadonlySet<string>,
+  tenantOf: ReadonlyMap<string, string>,
+): Map<string, number> {
+  const counts = new Map<string, number>();
+  if (tenantOf.size === 0) return counts;
+  for (const id of acceptedIds) {
+    const tenant = tenantOf.get(id);
+    if (tenant !== undefined) counts.set(tenant, (counts.get(tenant) ?? 0) + 1);
+  }
+  return counts;
+}
+
+function tenantStatus(
+  now: ReadonlyMap<string, number>,
+  before: ReadonlyMap<string, number>,
+  elapsedMs: number,
+): TenantStatus[] {
+  return [...now]
+    .map(([tenant, delivered]) => ({
+      tenant,
+      delivered,
+      deliveredPerSecond: ((delivered - (before.get(tenant) ?? 0)) * 1000) / elapsedMs,
+    }))
+    .sort((a, b) => a.tenant.localeCompare(b.tenant));
 }
 
 /** Partitions held paused right now, from each consumer's last summary (paused − resumed). */

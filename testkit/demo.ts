@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { SetupError } from '../src/services/errors.ts';
 import { type Services, startServices } from '../src/services/index.ts';
-import { type BurstStatus, runBurst } from './burst.ts';
+import { runBurst } from './burst.ts';
+import { liveView } from './live-view.ts';
 
 /** The aggregate limit (800/s, burst 2000), shared evenly by the two simulated providers. */
 const PROVIDER = { rate: 400, burst: 1000 };
@@ -24,17 +25,21 @@ const { values } = parseArgs({
     events: { type: 'string', default: '20000' },
     consumers: { type: 'string', default: '3' },
     partitions: { type: 'string', default: '6' },
+    tenants: { type: 'string', default: '' },
     json: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
 if (values.help) {
-  console.log('usage: npm run demo -- [--events N] [--consumers N] [--partitions N] [--json]');
+  console.log(
+    'usage: npm run demo -- [--events N] [--consumers N] [--partitions N] [--tenants a,b,…] [--json]',
+  );
   process.exit(0);
 }
 const events = wholeNumber('events', values.events);
 const consumers = wholeNumber('consumers', values.consumers);
 const partitions = wholeNumber('partitions', values.partitions);
+const tenants = tenantList(values.tenants);
 /** How a user configures Aqueduct for that provider: its published limits, as they are. */
 const AQUEDUCT = { rate: PROVIDER.rate, burst: PROVIDER.burst };
 /** Progress goes to stderr with --json, so that stdout's last line is the JSON object. */
@@ -70,6 +75,7 @@ try {
     aqueduct: AQUEDUCT,
     limiter: true,
     deadTokenRatio: 0.01,
+    ...(tenants.length > 0 ? { tenants } : {}),
     env: { AQUEDUCT_SEND_CONCURRENCY: String(SEND_CONCURRENCY) },
     logDir,
     onTick: live,
@@ -100,22 +106,17 @@ try {
   await cleanUp();
 }
 
-/** One line per second (or a redrawn block on a terminal). */
-function liveView(print: (line: string) => void, redraw: boolean): (status: BurstStatus) => void {
-  let drawn = 0;
-  return (s) => {
-    const tokens = Object.entries(s.tokensLeft)
-      .map(([name, left]) => `${name} ${left ?? '–'}`)
-      .join(', ');
-    const lines = [
-      `t=${s.elapsedSeconds.toFixed(0).padStart(3)}s published ${s.published}  delivered ${s.delivered} (${Math.round(s.deliveredPerSecond)}/s of ${s.allowedPerSecond}/s allowed)`,
-      `       tokens left: ${tokens || '–'}  paused partitions ${s.pausedPartitions}  provider 429s ${s.provider429}  retries ${s.retried}  dead letters ${s.deadLettered}  invalid tokens ${s.invalidTokens}`,
-    ];
-    if (s.elapsedSeconds === 0) return; // still publishing
-    if (redraw && drawn > 0) process.stdout.write(`\x1b[${drawn}A\x1b[0J`);
-    for (const line of lines) print(line);
-    drawn = lines.length;
-  };
+/** `--tenants acme,globex`: tenant names as events carry them. */
+function tenantList(value: string | undefined): string[] {
+  const names = (value ?? '').split(',').filter((name) => name !== '');
+  const bad = names.find((name) => !/^[A-Za-z0-9._-]{1,64}$/.test(name));
+  if (bad !== undefined) {
+    console.error(
+      `demo: --tenants takes names of letters, digits, '.', '_' and '-' (up to 64), got "${bad}"`,
+    );
+    process.exit(2);
+  }
+  return names;
 }
 
 function wholeNumber(name: string, value: string | undefined): number {

@@ -43,14 +43,24 @@ export async function outcomesSoFar(
   invalidTokens: number;
   retried: number;
   total: number;
+  /** The ids the providers accepted so far. */
+  acceptedIds: Set<string>;
 }> {
   const [deadLettered, invalidTokens, retried] = await Promise.all([
     countMessages(kafka, topics.deadLetter),
     countMessages(kafka, topics.invalidTokens),
     countMessages(kafka, topics.retry),
   ]);
-  const delivered = simulators.accepted().ids.size;
-  return { delivered, deadLettered, invalidTokens, retried, total: delivered + deadLettered + invalidTokens };
+  const acceptedIds = simulators.accepted().ids;
+  const delivered = acceptedIds.size;
+  return {
+    delivered,
+    deadLettered,
+    invalidTokens,
+    retried,
+    total: delivered + deadLettered + invalidTokens,
+    acceptedIds,
+  };
 }
 
 /**

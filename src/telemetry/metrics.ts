@@ -5,6 +5,7 @@ import type { PoolBucket } from '../limiter/token-pool.ts';
 import type { PoolAcquire, SendContext } from '../pipeline/observer.ts';
 import type { PushOutcome } from '../providers/types.ts';
 import type { ObserverHooks } from './observers.ts';
+import { TenantLabels, type TenantLabelsOptions } from './tenant-labels.ts';
 
 /** Options of {@link createMetrics}. */
 export interface MetricsOptions {
@@ -35,6 +36,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 export interface PipelineMetricsOptions {
   /** The configured refill rate of each provider's bucket (pushes/s), shown next to the delivered rate. */
   rates?: Partial<Record<Platform, number>>;
+  /** How the `tenant` label's values are chosen (the busiest tenants, plus `other` and `none`). */
+  tenantLabels?: TenantLabelsOptions;
 }
 
 /** What the paused-partitions gauge reads when scraped. */
@@ -70,6 +73,11 @@ const SEND_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 3
  * | aqueduct_provider_send_duration_seconds | histogram | provider | one provider send call (a batch of pushes sent concurrently) |
  * | aqueduct_consumer_lag | gauge | topic, partition | messages not finished yet: end offset minus the first unfinished, as of the last fetch |
  * | aqueduct_limiter_errors_total | counter | | failed limiter calls (Redis unreachable, script errors) |
+ * | aqueduct_tenant_delivered_total | counter | tenant | pushes the provider accepted, by tenant |
+ * | aqueduct_tenant_deferred_total | counter | tenant | events set aside to be sent later (a throttled device's turn), by tenant |
+ *
+ * `tenant` is bounded (TenantLabels): the busiest tenants by name, `other` for the rest, `none` for
+ * events without a tenant.
  */
 export class PipelineMetrics implements ObserverHooks {
   private readonly retries: Counter<'provider'>;
@@ -86,6 +94,9 @@ export class PipelineMetrics implements ObserverHooks {
   private readonly limiterErrors: Counter;
   /** Per provider and outcome: pushes counted as plain numbers, copied into the counter when scraped. */
   private readonly pushCounts = new Map<string, Record<PushOutcomeLabel, number>>();
+  private readonly tenantLabels: TenantLabels;
+  /** Per tenant label: deliveries and deferrals as plain numbers, copied into the counters when scraped. */
+  private readonly tenantCounts = new Map<string, { delivered: number; deferred: number }>();
   /** Partitions paused now: their topic, and the time up to which their pause is counted. */
   private readonly pausedSince = new Map<string, { topic: string; countedUntil: number }>();
   private pausedSource: PausedPartitionsSource | undefined;
@@ -93,6 +104,31 @@ export class PipelineMetrics implements ObserverHooks {
   constructor(registry: Registry, options: PipelineMetricsOptions = {}) {
     const registers = [registry];
     const pushCounts = this.pushCounts;
+    this.tenantLabels = new TenantLabels(options.tenantLabels);
+    const tenantCounts = this.tenantCounts;
+    for (const [name, field, help] of [
+      [
+        'aqueduct_tenant_delivered_total',
+        'delivered',
+        'Pushes the provider accepted, by tenant (the busiest by name, other, none).',
+      ],
+      [
+        'aqueduct_tenant_deferred_total',
+        'deferred',
+        'Events set aside to be sent later, by tenant (the busiest by name, other, none).',
+      ],
+    ] as const)
+      new Counter({
+        name,
+        help,
+        labelNames: ['tenant'],
+        registers,
+        collect() {
+          this.reset();
+          for (const [tenant, counts] of tenantCounts)
+            if (counts[field] > 0) this.inc({ tenant }, counts[field]);
+        },
+      });
     new Counter({
       name: 'aqueduct_pushes_total',
       help: 'Provider answers to pushes, by provider and outcome (throttled: a 429).',
@@ -235,6 +271,11 @@ export class PipelineMetrics implements ObserverHooks {
       this.pushCounts.set(event.platform, counts);
     }
     counts[label]++;
+    if (label === 'delivered') this.tenantCount(event).delivered++;
+  }
+
+  deferred(event: NotificationEvent): void {
+    this.tenantCount(event).deferred++;
   }
 
   retried(_outcome: PushOutcome, event: NotificationEvent): void {
@@ -283,6 +324,16 @@ export class PipelineMetrics implements ObserverHooks {
 
   limiterError(): void {
     this.limiterErrors.inc();
+  }
+
+  private tenantCount(event: NotificationEvent): { delivered: number; deferred: number } {
+    const label = this.tenantLabels.labelOf(event.tenant);
+    let counts = this.tenantCounts.get(label);
+    if (!counts) {
+      counts = { delivered: 0, deferred: 0 };
+      this.tenantCounts.set(label, counts);
+    }
+    return counts;
   }
 
   private endPause(key: string): void {
