@@ -8,6 +8,7 @@ import { type GatewayBenchResult, gatewayTable } from './gateway.ts';
 import { type LimiterBenchResult, renderLimiterMarkdown } from './limiter.ts';
 import { overheadMarkdown } from './overhead.ts';
 import { stateTable } from './state.ts';
+import { type TenantsBenchResult, tenantsTable } from './tenants.ts';
 
 /**
  * `node bench/readme.ts`: regenerates the benchmark tables of docs/benchmarks.md from
@@ -24,6 +25,7 @@ const renderers: Record<string, (result: never) => string> = {
   'device-storm': (result: Parameters<typeof deviceStormTable>[0]) => deviceStormTable(result),
   'chatty-device': (result: ChattyDeviceResult) => chattyDeviceTable(result),
   state: (result: Parameters<typeof stateTable>[0]) => stateTable(result),
+  tenants: (result: TenantsBenchResult) => tenantsTable(result),
 };
 
 const root = new URL('..', import.meta.url);

@@ -11,6 +11,7 @@ const scenarios: Record<string, () => Promise<void>> = {
   gateway: async () => (await import('./gateway.ts')).main(),
   faults: async () => (await import('./faults.ts')).main(),
   state: async () => (await import('./state.ts')).main(),
+  tenants: async () => (await import('./tenants.ts')).main(),
 };
 
 const requested = process.argv.slice(2);

@@ -3,8 +3,9 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import type { Kafka } from 'kafkajs';
 import { topicFamily } from '../src/config.ts';
-import type { Platform } from '../src/events/event.ts';
+import type { NotificationEventInput, Platform } from '../src/events/event.ts';
 import { createKafka } from '../src/kafka/client.ts';
 import { HEADER, headerString } from '../src/kafka/headers.ts';
 import { ensureTopicFamily, SINGLE_BROKER_DURABILITY } from '../src/kafka/topics.ts';
@@ -36,6 +37,8 @@ export interface BurstOptions {
   deadTokenRatio: number;
   /** Tenants the events are spread over (round-robin); none: events carry no tenant. */
   tenants?: readonly string[];
+  /** Events of other tenants published one by one while the burst drains (the burst's neighbours). */
+  trickle?: TrickleOptions;
   /** Faults the simulators inject (e.g. `{ error500: 0.01 }`). */
   faults?: Partial<SimulatorFaults>;
   /** Extra consumer environment. */
@@ -63,6 +66,27 @@ export interface BurstStatus {
   invalidTokens: number;
   /** Per tenant (when the events have tenants): deliveries so far, and per second since the last tick. */
   tenants: TenantStatus[];
+}
+
+export interface TrickleOptions {
+  tenants: readonly string[];
+  /** How many events each of them publishes, evenly spread over `seconds` from when every consumer has joined. */
+  eventsPerTenant: number;
+  seconds: number;
+}
+
+/** One tenant's figures of a run. */
+export interface TenantFigures {
+  delivered: number;
+  /**
+   * Deliveries per second while the trickle was published (the contended phase), or over the whole
+   * run without a trickle.
+   */
+  deliveredRate: number;
+  /** Publish acknowledgement → provider acceptance, 99th percentile, in ms. */
+  p99Ms: number;
+  /** Deliveries in each whole second of the contended phase (of the run, without a trickle), in order. */
+  perSecond: number[];
 }
 
 export interface TenantStatus {
@@ -105,8 +129,10 @@ export interface BurstResult {
    * token, including dead tokens and 5xx) ÷ the same envelope: how much of the allowance was used at all.
    */
   perProvider: Record<Platform, ProviderFigures>;
-  /** Deliveries per tenant (empty when the events had no tenant). */
-  tenants: Record<string, { delivered: number }>;
+  /** Per tenant (empty when the events had no tenant). */
+  tenants: Record<string, TenantFigures>;
+  /** The trickle's publishing, in ms since the consumers started (the contended phase); undefined without one. */
+  contendedPhase: { fromMs: number; toMs: number } | undefined;
   /** Deliveries and 429s per second of the run, for the picture. */
   timeline: Array<{ second: number; delivered: number; provider429: number }>;
   consumerCrashes: number;
@@ -151,17 +177,29 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
         ...(options.tenants ? { tenants: options.tenants } : {}),
       }),
     ];
-    const tenantOf = new Map(events.flatMap((e) => (e.tenant ? [[e.id as string, e.tenant]] : [])));
+    const trickleEvents = options.trickle
+      ? [
+          ...generateEvents({
+            count: options.trickle.eventsPerTenant * options.trickle.tenants.length,
+            deadTokenRatio: options.deadTokenRatio,
+            idPrefix: `${runId}t`,
+            tenants: options.trickle.tenants,
+          }),
+        ]
+      : [];
+    const tenantOf = new Map(
+      [...events, ...trickleEvents].flatMap((e) => (e.tenant ? [[e.id as string, e.tenant]] : [])),
+    );
     let lastByTenant = new Map<string, number>();
     const published = await publishEvents(kafka, events, {
       topic,
       batchSize: 1000,
       onProgress: (count) => options.onTick?.(status({ published: count })),
     });
-    const publishedAt = new Float64Array(events.length);
+    const publishedAt = new Map<string, number>();
     let index = 0;
     for (const ack of published.acknowledged) {
-      for (let i = 0; i < ack.count; i++) publishedAt[index++] = ack.at;
+      for (let i = 0; i < ack.count; i++) publishedAt.set(events[index++]?.id as string, ack.at);
     }
 
     const statsBefore = await commandStats(redis);
@@ -182,7 +220,14 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     );
 
     const limiter = new TokenBucketLimiter(redis, { keyPrefix: `aq-${runId}` });
-    const ids = events.map((e) => e.id);
+    // The trickle starts as the burst starts draining: once every consumer has joined the group.
+    const { trickle } = options;
+    const trickling = trickle
+      ? Promise.all(consumers.map((c) => c.joined())).then(() =>
+          publishTrickle(kafka, topic, trickleEvents, trickle, publishedAt),
+        )
+      : Promise.resolve(undefined);
+    const ids = [...events, ...trickleEvents].map((e) => e.id);
     const deadline = started + (options.timeoutMs ?? 600_000);
     let lastDelivered = 0;
     let lastTick = Date.now();
@@ -222,6 +267,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       if (now > deadline) break;
     }
     const seconds = (Date.now() - started) / 1000;
+    const trickled = await trickling;
     const statsAfter = await commandStats(redis);
     const harnessCallsDuringRun = harnessCalls;
     await Promise.all(consumers.map((c) => c.stop()));
@@ -245,13 +291,13 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       apns: providerFigures(simulators.apns, options),
     };
     const latencies: number[] = [];
-    for (const record of [...simulators.fcm.records(), ...simulators.apns.records()]) {
-      const i =
-        record.eventId === undefined ? -1 : Number(record.eventId.slice(record.eventId.lastIndexOf('-') + 1));
-      const at = publishedAt[i];
-      if (at !== undefined && i >= 0) latencies.push(record.arrivedAtMs - at);
+    const records = [...simulators.fcm.records(), ...simulators.apns.records()];
+    for (const record of records) {
+      const at = record.eventId === undefined ? undefined : publishedAt.get(record.eventId);
+      if (at !== undefined) latencies.push(record.arrivedAtMs - at);
     }
     latencies.sort((a, b) => a - b);
+    const contendedPhase = trickled && { fromMs: trickled.from - started, toMs: trickled.to - started };
     const redisCalls = roundTripsBetween(statsBefore, statsAfter) - harnessCallsDuringRun;
     return {
       published: published.published,
@@ -275,9 +321,8 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       redisCallsPerPush: round(redisCalls / Math.max(1, accepted.ids.size), 4),
       redisCallsByCommand: callsByCommand(statsBefore, statsAfter),
       perProvider,
-      tenants: Object.fromEntries(
-        [...byTenant(accepted.ids, tenantOf)].map(([tenant, delivered]) => [tenant, { delivered }]),
-      ),
+      tenants: tenantFigures(records, tenantOf, publishedAt, trickled ?? { from: started, to: Date.now() }),
+      contendedPhase,
       timeline: timeline(simulators, started, throttleSamples),
       consumerCrashes: consumerCrashes(consumers),
       retryReasons: countBy(retry.map((m) => headerString(m.headers, HEADER.reason) ?? 'unknown')),
@@ -305,6 +350,86 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       ...partial,
     };
   }
+}
+
+/**
+ * Publishes the trickle's events one at a time, evenly spread over its seconds, recording each one's
+ * acknowledgement; resolves with when the first and the last were acknowledged.
+ */
+async function publishTrickle(
+  kafka: Kafka,
+  topic: string,
+  events: readonly NotificationEventInput[],
+  trickle: TrickleOptions,
+  publishedAt: Map<string, number>,
+): Promise<{ from: number; to: number }> {
+  const from = Date.now();
+  const gapMs = (trickle.seconds * 1000) / Math.max(1, events.length);
+  async function* paced() {
+    for (const [i, event] of events.entries()) {
+      const due = from + i * gapMs;
+      if (due > Date.now()) await sleep(due - Date.now());
+      yield event;
+    }
+  }
+  const published = await publishEvents(kafka, paced(), { topic, batchSize: 1 });
+  published.acknowledged.forEach((ack, i) => {
+    publishedAt.set(events[i]?.id as string, ack.at);
+  });
+  return { from, to: published.acknowledged.at(-1)?.at ?? from };
+}
+
+/** Per tenant: deliveries, their rate within `phase`, and their p99 latency from publish to provider. */
+function tenantFigures(
+  records: ReadonlyArray<{ eventId?: string | undefined; arrivedAtMs: number }>,
+  tenantOf: ReadonlyMap<string, string>,
+  publishedAt: ReadonlyMap<string, number>,
+  phase: { from: number; to: number },
+): Record<string, TenantFigures> {
+  const seen = new Set<string>();
+  const seconds = Math.max(1, Math.floor((phase.to - phase.from) / 1000));
+  const byName = new Map<
+    string,
+    { delivered: number; inPhase: number; latencies: number[]; perSecond: number[] }
+  >();
+  for (const record of records) {
+    if (record.eventId === undefined || seen.has(record.eventId)) continue;
+    const tenant = tenantOf.get(record.eventId);
+    if (tenant === undefined) continue;
+    seen.add(record.eventId);
+    let figures = byName.get(tenant);
+    if (!figures) {
+      figures = { delivered: 0, inPhase: 0, latencies: [], perSecond: new Array<number>(seconds).fill(0) };
+      byName.set(tenant, figures);
+    }
+    figures.delivered++;
+    if (record.arrivedAtMs >= phase.from && record.arrivedAtMs <= phase.to) {
+      figures.inPhase++;
+      const second = Math.floor((record.arrivedAtMs - phase.from) / 1000);
+      if (second < seconds) figures.perSecond[second] = (figures.perSecond[second] ?? 0) + 1;
+    }
+    const at = publishedAt.get(record.eventId);
+    if (at !== undefined) figures.latencies.push(record.arrivedAtMs - at);
+  }
+  const phaseSeconds = Math.max(0.001, (phase.to - phase.from) / 1000);
+  return Object.fromEntries(
+    [...byName]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([tenant, f]) => [
+        tenant,
+        {
+          delivered: f.delivered,
+          deliveredRate: round(f.inPhase / phaseSeconds, 1),
+          p99Ms: Math.round(
+            quantile(
+              f.latencies.sort((a, b) => a - b),
+              0.99,
+            ),
+          ),
+          perSecond: f.perSecond,
+        },
+      ]),
+  );
 }
 
 /** Deliveries so far per tenant, of the accepted ids that have one. */

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { burstTable, runBurstBench } from '../../bench/burst.ts';
 import { runOverheadBench } from '../../bench/overhead.ts';
+import { cappedRate, maxMinShares, runTenantsBench } from '../../bench/tenants.ts';
 
 // Tiny runs of the benchmarks, so that they cannot rot. They check that each run completes, accounts
 // for every event and writes its files; the figures of a run this small measure nothing.
@@ -59,4 +60,40 @@ describe('benchmark smoke runs', () => {
     expect(result.aqueductPeakRssMiB).toBeGreaterThan(0);
     expect(existsSync(join(outDir, 'overhead.json'))).toBe(true);
   }, 180_000);
+
+  it("tenants: a burst tenant and two trickling tenants are all delivered, with each tenant's figures", async () => {
+    const result = await runTenantsBench({
+      kafkaBrokers: inject('kafkaBrokers'),
+      burstEvents: 400,
+      consumers: 2,
+      log: () => {},
+    });
+    expect(result.unfair.lost).toBe(0);
+    expect(result.unfair.duplicates).toBe(0);
+    expect(Object.keys(result.unfair.tenants).sort()).toEqual(['A', 'B', 'C']);
+    // 1% dead tokens: nearly all of each tenant's events are delivered.
+    expect(result.unfair.tenants.A?.delivered).toBeGreaterThan(350);
+    expect(result.unfair.tenants.B?.delivered).toBeGreaterThan(950);
+    expect(result.unfair.contendedSeconds?.to).toBeGreaterThan(result.unfair.contendedSeconds?.from ?? 0);
+  }, 180_000);
+
+  it('max-min fair shares: who asks less than an equal split gets what it asks, the rest share what is left', () => {
+    expect(maxMinShares(1600, { A: Number.POSITIVE_INFINITY, B: 80, C: 80 })).toEqual({
+      A: 1440,
+      B: 80,
+      C: 80,
+    });
+    expect(maxMinShares(900, { A: Number.POSITIVE_INFINITY, B: Number.POSITIVE_INFINITY, C: 500 })).toEqual({
+      A: 300,
+      B: 300,
+      C: 300,
+    });
+    expect(maxMinShares(100, { A: 10, B: 20 })).toEqual({ A: 10, B: 20 });
+  });
+
+  it('a capped rate: seconds above the fair share do not make up for seconds without', () => {
+    expect(cappedRate([0, 0, 0, 240], 80)).toBe(20);
+    expect(cappedRate([80, 80, 70, 90], 80)).toBe(77.5);
+    expect(cappedRate([], 80)).toBe(0);
+  });
 });

@@ -1,0 +1,276 @@
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startServices } from '../src/services/index.ts';
+import { LocalRedis } from '../src/services/redis-local.ts';
+import { type BurstResult, runBurst } from '../testkit/burst.ts';
+import { ACQUIRE_CHUNK, AQUEDUCT, PROVIDER, SEND_CONCURRENCY } from './burst.ts';
+import { machine } from './machine.ts';
+
+/**
+ * `npm run bench -- tenants`: a big tenant's burst and two small tenants' steady traffic, under one
+ * global provider limit. Real Kafka, Redis, simulators (800/s, burst 2000 per provider) and three
+ * `aqueduct consume` processes: tenant A publishes `BENCH_TENANTS_BURST` (20 000) events at once; B and
+ * C publish 1 000 each, one at a time, evenly over the time A's burst needs at the providers' rate. In
+ * that contended phase a max-min fair split gives B and C all they ask (their publish rate, far under a
+ * third of the budget) and A the rest.
+ *
+ * Figures per variant: each tenant's delivered rate in the contended phase and p99 publish → provider
+ * latency, `fairShareRatio` (the smaller of B's and C's delivered rate ÷ its max-min fair share), the
+ * request envelope, 429s, lost and duplicates. The delivered rate behind `fairShareRatio` is counted per
+ * second of the phase, each second's deliveries capped at the fair share: a backlog delivered in a rush
+ * at the end does not make up for the seconds the tenant got nothing (its plain mean is
+ * `deliveredRate`). `unfair` is the pipeline as it is; `fair` is the same
+ * run with tenant fairness switched on, and stays null until the pipeline has it.
+ */
+
+export const RESULTS_DIR = fileURLToPath(new URL('./results/', import.meta.url));
+const SMALL_TENANTS = ['B', 'C'] as const;
+const SMALL_EVENTS = 1000;
+
+export interface TenantsVariant {
+  fairShareRatio: number;
+  provider429: number;
+  lost: number;
+  duplicates: number;
+  requestEnvelopeRatio: number;
+  redisCallsPerPush: number;
+  seconds: number;
+  /** The contended phase: while B and C were publishing, in s since the consumers started. */
+  contendedSeconds: { from: number; to: number } | null;
+  tenants: Record<
+    string,
+    {
+      delivered: number;
+      /** Deliveries in the contended phase ÷ its seconds. */
+      deliveredRate: number;
+      /** The same with each second's deliveries capped at the fair share (what fairShareRatio uses). */
+      fairDeliveredRate: number;
+      fairShare: number;
+      p99Ms: number;
+    }
+  >;
+}
+
+export interface TenantsBenchResult {
+  scenario: 'tenants';
+  command: string;
+  measuredAt: string;
+  machine: ReturnType<typeof machine>;
+  setup: Record<string, unknown>;
+  unfair: TenantsVariant;
+  fair: TenantsVariant | null;
+  notes: string[];
+  targets: Record<string, { target: string; value: number | null; met: boolean }>;
+  /** Every run so far (this one last): when, on which machine, and each variant's headline figures. */
+  runs: TenantsRun[];
+}
+
+export interface TenantsRun {
+  measuredAt: string;
+  loadAverage: number;
+  unfair: Omit<TenantsVariant, 'tenants' | 'contendedSeconds'> & { p99Ms: Record<string, number> };
+  fair: (Omit<TenantsVariant, 'tenants' | 'contendedSeconds'> & { p99Ms: Record<string, number> }) | null;
+}
+
+/**
+ * Max-min fair shares of `capacity` among tenants asking `demands` (Infinity: as much as there is):
+ * water-filling, each tenant asking less than an equal split of what is left gets what it asks.
+ */
+export function maxMinShares(capacity: number, demands: Record<string, number>): Record<string, number> {
+  const shares: Record<string, number> = {};
+  let left = capacity;
+  let open = Object.entries(demands).sort(([, a], [, b]) => a - b);
+  while (open.length > 0) {
+    const equal = left / open.length;
+    const [name, demand] = open[0] as [string, number];
+    if (demand <= equal) {
+      shares[name] = demand;
+      left -= demand;
+      open = open.slice(1);
+    } else {
+      for (const [rest] of open) shares[rest] = equal;
+      break;
+    }
+  }
+  return shares;
+}
+
+export async function runTenantsBench(options: {
+  burstEvents: number;
+  consumers: number;
+  kafkaBrokers?: string[];
+  log: (line: string) => void;
+}): Promise<Omit<TenantsBenchResult, 'runs'>> {
+  const services = await startServices({
+    env: {
+      ...process.env,
+      REDIS_URL: '',
+      ...(options.kafkaBrokers ? { KAFKA_BROKERS: options.kafkaBrokers.join(',') } : {}),
+    },
+    log: options.log,
+  });
+  const redis = services.localRedis ?? (await LocalRedis.start());
+  const logDir = await mkdtemp(join(tmpdir(), 'aqueduct-bench-tenants-'));
+  // The time A's burst needs at both providers' rate: B and C publish over that.
+  const seconds = options.burstEvents / (2 * PROVIDER.rate);
+  try {
+    options.log(
+      `unfair (the pipeline as it is): A ${options.burstEvents} at once, B and C ${SMALL_EVENTS} each over ${seconds} s, ${options.consumers} consumers`,
+    );
+    const result = await runBurst({
+      kafkaBrokers: services.kafkaBrokers,
+      redisUrl: redis.url,
+      events: options.burstEvents,
+      partitions: 6,
+      consumers: options.consumers,
+      provider: PROVIDER,
+      aqueduct: AQUEDUCT,
+      limiter: true,
+      deadTokenRatio: 0.01,
+      faults: { error500: 0.01 },
+      env: {
+        AQUEDUCT_SEND_CONCURRENCY: String(SEND_CONCURRENCY),
+        AQUEDUCT_ACQUIRE_CHUNK: String(ACQUIRE_CHUNK),
+      },
+      tenants: ['A'],
+      trickle: { tenants: SMALL_TENANTS, eventsPerTenant: SMALL_EVENTS, seconds },
+      logDir,
+      onTick: (s) => {
+        if (s.elapsedSeconds > 0)
+          options.log(
+            `  t=${s.elapsedSeconds.toFixed(0)}s delivered ${s.delivered} ${s.tenants.map((t) => `${t.tenant} ${Math.round(t.deliveredPerSecond)}/s`).join(' ')}`,
+          );
+      },
+    });
+    const unfair = variant(result, SMALL_EVENTS / seconds);
+    const notes = [
+      'fair: null — the pipeline has no tenant fairness yet (issue #17); only the run as it is was measured.',
+    ];
+    return {
+      scenario: 'tenants',
+      command: 'npm run bench -- tenants',
+      measuredAt: new Date().toISOString(),
+      machine: machine(),
+      setup: {
+        consumers: options.consumers,
+        partitions: 6,
+        provider: PROVIDER,
+        aqueductConfig: AQUEDUCT,
+        tenants: {
+          A: { events: options.burstEvents, published: 'at once, before the consumers start' },
+          B: { events: SMALL_EVENTS, published: `one at a time over ${seconds} s` },
+          C: { events: SMALL_EVENTS, published: `one at a time over ${seconds} s` },
+        },
+        deadTokenRatio: 0.01,
+        provider5xxRatio: 0.01,
+      },
+      unfair,
+      fair: null,
+      notes,
+      targets: {
+        fairShareRatio: { target: '≥ 0.9 (fair)', value: null, met: false },
+        smallTenantsP99Ms: { target: '≤ 2000 (fair)', value: null, met: false },
+        provider429: { target: '= 0 (fair)', value: null, met: false },
+      },
+    };
+  } finally {
+    if (!services.localRedis) await redis.dispose();
+    await services.stop();
+  }
+}
+
+/** A run's figures, with each tenant's max-min fair share of both providers' rate. */
+function variant(result: BurstResult, smallRate: number): TenantsVariant {
+  const shares = maxMinShares(2 * PROVIDER.rate, {
+    A: Number.POSITIVE_INFINITY,
+    ...Object.fromEntries(SMALL_TENANTS.map((t) => [t, smallRate])),
+  });
+  const tenants = Object.fromEntries(
+    Object.entries(result.tenants).map(([name, f]) => [
+      name,
+      {
+        delivered: f.delivered,
+        deliveredRate: f.deliveredRate,
+        fairDeliveredRate: round(cappedRate(f.perSecond, shares[name] ?? 0)),
+        fairShare: round(shares[name] ?? 0),
+        p99Ms: f.p99Ms,
+      },
+    ]),
+  );
+  const ratios = SMALL_TENANTS.map((t) => (tenants[t]?.fairDeliveredRate ?? 0) / (shares[t] ?? 1));
+  const phase = result.contendedPhase;
+  return {
+    fairShareRatio: round(Math.min(...ratios)),
+    provider429: result.provider429,
+    lost: result.lost,
+    duplicates: result.duplicates,
+    requestEnvelopeRatio: result.requestEnvelopeRatio,
+    redisCallsPerPush: result.redisCallsPerPush,
+    seconds: result.seconds,
+    contendedSeconds: phase ? { from: round(phase.fromMs / 1000), to: round(phase.toMs / 1000) } : null,
+    tenants,
+  };
+}
+
+/** Mean deliveries per second, each second counted up to `cap`. */
+export function cappedRate(perSecond: readonly number[], cap: number): number {
+  if (perSecond.length === 0) return 0;
+  return perSecond.reduce((sum, n) => sum + Math.min(n, cap), 0) / perSecond.length;
+}
+
+function round(value: number): number {
+  return Math.round(value * 1000) / 1000;
+}
+
+/** The docs/benchmarks.md table: the last run's figures per variant, then every run's headline. */
+export function tenantsTable(result: TenantsBenchResult): string {
+  const row = (name: string, v: TenantsVariant | null) =>
+    v === null
+      ? `| ${name} | not built | | | | | | |`
+      : `| ${name} | ${v.fairShareRatio} | ${['A', ...SMALL_TENANTS].map((t) => `${v.tenants[t]?.deliveredRate ?? '–'}/s`).join(' · ')} | ${SMALL_TENANTS.map((t) => v.tenants[t]?.p99Ms ?? '–').join(' · ')} | ${v.requestEnvelopeRatio} | ${v.provider429} | ${v.lost} | ${v.duplicates} |`;
+  return [
+    '| variant | fairShareRatio | delivered rate A · B · C (contended phase) | p99 ms B · C | requestEnvelopeRatio | 429s | lost | duplicates |',
+    '| --- | ---: | --- | --- | ---: | ---: | ---: | ---: |',
+    row('unfair (as it is)', result.unfair),
+    row('fair', result.fair),
+    '',
+    '| run | load (1 min) | unfair: fairShareRatio · p99 ms B · C · envelope · 429s · lost · duplicates | fair: the same |',
+    '| --- | ---: | --- | --- |',
+    ...result.runs.map((run, i) => {
+      const cell = (v: TenantsRun['unfair'] | null) =>
+        v === null
+          ? 'not built'
+          : `${v.fairShareRatio} · ${SMALL_TENANTS.map((t) => v.p99Ms[t] ?? '–').join(' · ')} · ${v.requestEnvelopeRatio} · ${v.provider429} · ${v.lost} · ${v.duplicates}`;
+      return `| ${i + 1} (${run.measuredAt.slice(0, 16)}) | ${run.loadAverage} | ${cell(run.unfair)} | ${cell(run.fair)} |`;
+    }),
+  ].join('\n');
+}
+
+export async function main(): Promise<void> {
+  const burstEvents = Number(process.env.BENCH_TENANTS_BURST ?? 20_000);
+  if (!(Number.isInteger(burstEvents) && burstEvents > 0))
+    throw new Error(`BENCH_TENANTS_BURST must be a positive integer, got ${process.env.BENCH_TENANTS_BURST}`);
+  const result = await runTenantsBench({ burstEvents, consumers: 3, log: (line) => console.error(line) });
+  await mkdir(RESULTS_DIR, { recursive: true });
+  const file = join(RESULTS_DIR, 'tenants.json');
+  const before = await readFile(file, 'utf8')
+    .then((text) => JSON.parse(text) as TenantsBenchResult)
+    .catch(() => undefined);
+  const headline = (v: TenantsVariant | null) => {
+    if (v === null) return null;
+    const { tenants, contendedSeconds: _, ...figures } = v;
+    return { ...figures, p99Ms: Object.fromEntries(Object.entries(tenants).map(([t, f]) => [t, f.p99Ms])) };
+  };
+  const run: TenantsRun = {
+    measuredAt: result.measuredAt,
+    loadAverage: Math.round((loadavg()[0] ?? 0) * 100) / 100,
+    unfair: headline(result.unfair) as TenantsRun['unfair'],
+    fair: headline(result.fair),
+  };
+  const written: TenantsBenchResult = { ...result, runs: [...(before?.runs ?? []), run] };
+  await writeFile(file, `${JSON.stringify(written, null, 2)}\n`);
+  console.log(tenantsTable(written));
+  for (const note of result.notes) console.log(note);
+}
