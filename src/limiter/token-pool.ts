@@ -68,6 +68,8 @@ export interface TokenPoolOptions {
 
 interface PendingTake {
   n: number;
+  /** An urgent take (see `take`): served first, and waits for a dry spell ending by then (epoch ms). */
+  urgentUntil: number | undefined;
   resolve: (granted: number) => void;
 }
 
@@ -90,6 +92,8 @@ export class TokenPool {
   private drainScheduled = false;
   private readonly waiters = new Map<string, { need: number; wake: () => void }>();
   private wakeTimer: NodeJS.Timeout | undefined;
+  /** Drains the urgent takes waiting for the dry spell's end. */
+  private refillTimer: NodeJS.Timeout | undefined;
   private closed = false;
   /** This pool's name among the bucket's holders: unique to it, so that its reports replace each other only. */
   readonly holder = randomBytes(6).toString('base64url');
@@ -127,8 +131,13 @@ export class TokenPool {
    * Up to `min(n, window)` tokens: at once from credit, else from one coalesced acquire, once the window
    * has room; 0 while dry. Every token granted must be given back with `release` once its send is
    * answered (or dropped).
+   *
+   * An urgent take (`urgentWithinMs`) is for sends that lose their moment when they wait for the
+   * partitions' wake-up: it is served before the waiting takes that are not urgent, and when the pool
+   * is dry for at most `urgentWithinMs` more, it waits for the refill instead of getting 0 (and is then
+   * served before the partitions that refill wakes).
    */
-  take(n: number): Promise<number> {
+  take(n: number, options: { urgentWithinMs?: number } = {}): Promise<number> {
     if (n <= 0 || this.closed) return Promise.resolve(0);
     const wanted = Math.min(n, this.options.window);
     if (this.credit >= wanted && this.out + wanted <= this.options.window) {
@@ -137,8 +146,16 @@ export class TokenPool {
       this.wokenNeed = Math.max(0, this.wokenNeed - wanted);
       return Promise.resolve(wanted);
     }
+    const urgentUntil =
+      options.urgentWithinMs === undefined ? undefined : Date.now() + options.urgentWithinMs;
     return new Promise((resolve) => {
-      this.pending.push({ n: wanted, resolve });
+      const take: PendingTake = { n: wanted, urgentUntil, resolve };
+      const behind =
+        urgentUntil === undefined
+          ? -1
+          : this.pending.findIndex((waiting) => waiting.urgentUntil === undefined);
+      if (behind === -1) this.pending.push(take);
+      else this.pending.splice(behind, 0, take);
       this.scheduleDrain();
     });
   }
@@ -188,6 +205,7 @@ export class TokenPool {
   async close(): Promise<void> {
     this.closed = true;
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    if (this.refillTimer) clearTimeout(this.refillTimer);
     if (this.idleTimer) clearTimeout(this.idleTimer);
     this.waiters.clear();
     for (const take of this.pending.splice(0)) take.resolve(0);
@@ -239,11 +257,20 @@ export class TokenPool {
     const room = this.options.window - this.out;
     if (!dry && room <= 0) return; // a release drains again
     const takes: PendingTake[] = [];
+    const waitingForRefill: PendingTake[] = [];
     let wanted = 0;
     while (this.pending.length > 0 && (dry || wanted < room)) {
       const take = this.pending.shift() as PendingTake;
+      if (dry && take.urgentUntil !== undefined && this.dryUntil <= take.urgentUntil) {
+        waitingForRefill.push(take);
+        continue;
+      }
       takes.push(take);
       wanted += take.n;
+    }
+    if (waitingForRefill.length > 0) {
+      this.pending.unshift(...waitingForRefill);
+      this.armRefillTimer();
     }
     if (!dry) await this.refill(Math.min(wanted, room));
     for (const take of takes) {
@@ -253,8 +280,21 @@ export class TokenPool {
       this.wokenNeed = Math.max(0, this.wokenNeed - share);
       take.resolve(share);
     }
-    // Takes left waiting (the window was full) are served, or told the pool is dry, on the next round.
-    if (this.pending.length > 0) this.scheduleDrain();
+    // Takes left waiting (the window was full) are served, or told the pool is dry, on the next round
+    // (urgent takes waiting for the refill, when it comes).
+    if (this.pending.length > waitingForRefill.length) this.scheduleDrain();
+  }
+
+  /** Drains again when the dry spell is over, for the urgent takes that wait for it. */
+  private armRefillTimer(): void {
+    if (this.refillTimer || this.closed) return;
+    this.refillTimer = setTimeout(
+      () => {
+        this.refillTimer = undefined;
+        this.scheduleDrain();
+      },
+      timerDelayMs(this.dryUntil - Date.now()),
+    );
   }
 
   /**

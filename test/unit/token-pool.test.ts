@@ -77,6 +77,22 @@ describe('TokenPool', () => {
     expect(calls).toHaveLength(2);
   });
 
+  it('serves an urgent take before the others, and lets it wait for the refill of a short dry spell (not of a longer one)', async () => {
+    const tokens = { left: 0 };
+    const { source } = countingSource(tokens, 60);
+    const pool = new TokenPool(source, buckets, { chunk: 200 });
+    expect(await pool.take(10)).toBe(0); // dry for 60 ms
+    expect(await pool.take(5, { urgentWithinMs: 10 })).toBe(0); // the spell outlasts its wait
+    const urgent = pool.take(5, { urgentWithinMs: 200 });
+    expect(await pool.take(10)).toBe(0); // dry: the others get nothing meanwhile
+    tokens.left = 5;
+    expect(await urgent).toBe(5);
+    pool.release(5);
+    // Coming together with others, an urgent take goes first.
+    tokens.left = 5;
+    expect(await Promise.all([pool.take(10), pool.take(5, { urgentWithinMs: 0 })])).toEqual([0, 5]);
+  });
+
   it('forgets a cancelled waiter; a closed pool grants nothing', async () => {
     const tokens = { left: 0 };
     const { source } = countingSource(tokens, 30);
