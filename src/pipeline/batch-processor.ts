@@ -4,7 +4,7 @@ import type { NotificationEvent, Platform } from '../events/event.ts';
 import { isKafkaJsError } from '../kafka/errors.ts';
 import type { TokenPool } from '../limiter/token-pool.ts';
 import { blocksFleet, type PushProvider } from '../providers/types.ts';
-import { DeviceBackoff, deviceKey, MAX_PER_DEVICE_PER_STEP } from './device-backoff.ts';
+import { DeviceBackoff, deviceKey, MAX_PER_DEVICE_PER_STEP, PACED_SEND_WAIT_MS } from './device-backoff.ts';
 import type { DoneMark, DoneReading, DoneStore } from './done-store.ts';
 import { type Answered, type Item, type ItemLimits, readItem, type Sendable } from './item.ts';
 import type { PipelineObserver } from './observer.ts';
@@ -56,6 +56,12 @@ interface StepResult {
   starved: Map<TokenPool, number>;
 }
 
+/** A bucket group's sends of a step: the first `urgent` are due for devices the provider throttled. */
+interface PoolGroup {
+  entries: Sendable[];
+  urgent: number;
+}
+
 /** The open items of a step, sorted by what happens to them. */
 interface StepPlan {
   /** Finished by an earlier reading (a redelivery): skipped. */
@@ -64,8 +70,8 @@ interface StepPlan {
   undecodable: Array<{ item: Item; decoded: Extract<DecodeResult, { ok: false }> }>;
   /** Sent without tokens (the limiter is disabled). */
   unmetered: Sendable[];
-  /** Sent with the tokens of their bucket group's pool. */
-  byPool: Map<TokenPool, Sendable[]>;
+  /** Sent with the tokens of their bucket group's pool: first the sends due for paced devices. */
+  byPool: Map<TokenPool, PoolGroup>;
   /** For a device the provider throttled: back to the retry topic, due at `notBefore`, no attempt spent. */
   deferred: Array<Sendable & { notBefore: number }>;
   /** When the plan was made: a throttle answered to one of its sends was decided then. */
@@ -227,9 +233,18 @@ export class BatchProcessor {
     }
     const [unmetered, ...metered] = await Promise.all([
       this.sender.sendUnmetered(state, plan.unmetered),
-      ...[...plan.byPool].map(([pool, group]) => this.sender.sendMetered(state, pool, group)),
+      ...[...plan.byPool].map(([pool, group]) =>
+        this.sender.sendMetered(state, pool, group.entries, {
+          count: group.urgent,
+          waitMs: PACED_SEND_WAIT_MS,
+        }),
+      ),
     ]);
     const sends = [unmetered, ...metered];
+    for (const [i, group] of [...plan.byPool.values()].entries()) {
+      const sent = group.entries.length - (metered[i]?.unsent.length ?? 0);
+      for (const { event } of group.entries.slice(sent, group.urgent)) this.devices.unsent(event);
+    }
     const answered = sends.flatMap((send) => send.answered);
     for (const entry of answered)
       settled.push({ item: entry.item, settlement: await this.settleAnswered(state, entry, plan.at) });
@@ -260,7 +275,7 @@ export class BatchProcessor {
     this.deps.observer.settled?.(finished, state.topic, state.partition);
     const starved = new Map<TokenPool, number>();
     for (const [i, pool] of [...plan.byPool.keys()].entries()) {
-      const unmet = metered[i]?.unmet ?? 0;
+      const unmet = metered[i]?.unsent.length ?? 0;
       if (unmet > 0) starved.set(pool, unmet);
     }
     return { finished: finished.length, starved };
@@ -293,8 +308,9 @@ export class BatchProcessor {
       seenIds.add(item.dedupeKey);
       const event = item.decoded.event;
       const pool = this.deps.poolFor(event);
-      const group = pool ? (plan.byPool.get(pool) ?? []) : plan.unmetered;
-      if (group.length >= this.options.maxPerStep) continue;
+      const group = pool ? (plan.byPool.get(pool) ?? { entries: [], urgent: 0 }) : undefined;
+      const entries = group ? group.entries : plan.unmetered;
+      if (entries.length >= this.options.maxPerStep) continue;
       const device = deviceKey(event);
       const sentToDevice = perDevice.get(device) ?? 0;
       if (sentToDevice >= MAX_PER_DEVICE_PER_STEP) continue;
@@ -305,11 +321,13 @@ export class BatchProcessor {
         continue;
       }
       perDevice.set(device, sentToDevice + 1);
-      // A paced device's send is due now and spends its slot whether it goes out or not: it goes first
-      // for the group's tokens.
-      if (this.devices.isPaced(event)) group.unshift({ item, event });
-      else group.push({ item, event });
-      if (pool) plan.byPool.set(pool, group);
+      // A paced device's send is due now: it goes first for the group's tokens (and gets its slot back
+      // when it gets none, see DeviceBackoff.unsent).
+      if (group && this.devices.isPaced(event)) {
+        group.entries.splice(group.urgent, 0, { item, event });
+        group.urgent += 1;
+      } else entries.push({ item, event });
+      if (pool && group) plan.byPool.set(pool, group);
     }
     return plan;
   }

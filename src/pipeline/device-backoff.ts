@@ -10,6 +10,15 @@ import type { PushOutcome } from '../providers/types.ts';
 export const MAX_PER_DEVICE_PER_STEP = 8;
 
 /**
+ * Longest a paced device's due send waits for its bucket group's tokens when the process's pool is dry
+ * (see Sender.sendMetered). A throttled pool's dry spell is the time its chunk takes to refill (a
+ * quarter second of the rate, at least 200 tokens' worth: see acquireChunk), shared with the other
+ * processes; the wait ends with it, when the partitions waiting for the pool are woken anyway. A longer
+ * one (a fleet-wide block) is not waited for: the send gives its slot back (DeviceBackoff.unsent).
+ */
+export const PACED_SEND_WAIT_MS = 1000;
+
+/**
  * Pacing of the devices a provider has throttled on their own (APNs TooManyRequests, FCM's device
  * message rate): a device-scoped 429 says nothing about the fleet, so the fleet's bucket is not blocked;
  * only that device waits. The providers do not publish a device's rate (FCM documents 240 a minute on
@@ -28,7 +37,8 @@ export const MAX_PER_DEVICE_PER_STEP = 8;
  *
  * An event for a paced device is sent when the device's next send is due (one spacing after the
  * previous; a device behind its pace catches up by at most `catchUpMs` of sends), first for its group's
- * tokens (see BatchProcessor); else it goes to the back of the device's queue: back to the retry topic,
+ * tokens, waiting for a dry pool's refill (see Sender.sendMetered); a send that gets no token gives its
+ * slot back (`unsent`). Else the event goes to the back of the device's queue: back to the retry topic,
  * told to come back half a spacing (at most `queueSpacingMs`) after the event queued before it. So the
  * queue comes back in the order it was deferred, twice as fast as the device is sent to or faster, and
  * the device's next send always finds an event; who comes back before it goes to the back again.
@@ -147,6 +157,18 @@ export class DeviceBackoff {
     const queueSpacing = Math.min(spacing / 2, this.options.queueSpacingMs);
     state.queueTail = Math.max(state.queueTail + queueSpacing, due);
     return { send: false, notBefore: Math.ceil(state.queueTail) };
+  }
+
+  /**
+   * A send `decide` allowed did not go out (its bucket group had no token for it): its slot is free
+   * again, so the device's next event is due at once instead of a spacing later. Without this, while
+   * the fleet's bucket is short (other devices draining a backlog) a paced device would spend its slots
+   * on sends that never happen.
+   */
+  unsent(event: NotificationEvent): void {
+    if (this.devices.size === 0) return;
+    const state = this.devices.get(deviceKey(event));
+    if (state) state.nextSlot -= 1 / state.rate;
   }
 
   /**

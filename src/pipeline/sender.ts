@@ -21,8 +21,8 @@ export interface SendResult {
   answered: Answered[];
   /** Found done by the recheck before send (see Sender.recheck): finished, not sent. */
   skipped: Item[];
-  /** How many got no token: the pool's unmet need. */
-  unmet: number;
+  /** What got no token (the pool's unmet need), in the group's order. */
+  unsent: Sendable[];
 }
 
 /**
@@ -40,26 +40,45 @@ export class Sender {
   /** Sends events whose bucket group has no limit (the limiter is disabled). */
   async sendUnmetered(state: PartitionState, entries: readonly Sendable[]): Promise<SendResult> {
     const { keep, skipped } = await this.recheck(state, entries);
-    return { answered: await this.send(state, keep), skipped, unmet: 0 };
+    return { answered: await this.send(state, keep), skipped, unsent: [] };
   }
 
   /**
    * Sends a bucket group's entries one window at a time: take tokens for at most `pool.window` of them,
    * send those, give the window back once they are answered, and go on while tokens last. Taking right
    * before sending keeps what the fleet has been granted and the provider has not yet seen small (see
-   * TokenPoolOptions.window). What gets no token is the result's `unmet`; a project-wide 429 ends the
+   * TokenPoolOptions.window). What gets no token is the result's `unsent`; a project-wide 429 ends the
    * loop (the outcome handling then blocks the fleet); a device's 429 does not.
+   *
+   * The window holding the first `urgent.count` entries (sends due for a paced device, see
+   * DeviceBackoff) is taken for with an urgent take (see TokenPool.take), which waits up to
+   * `urgent.waitMs` for a dry pool's refill and is served before the other partitions' takes: a
+   * paced device's slot is worth a token now, while the backlog of the other devices loses nothing by
+   * waiting one refill. (A paced device's send that took its chance when its partition was read would
+   * find the pool drained by the partitions the refill woke, refill after refill, while they have a
+   * backlog.)
    */
-  async sendMetered(state: PartitionState, pool: TokenPool, group: readonly Sendable[]): Promise<SendResult> {
-    const result: SendResult = { answered: [], skipped: [], unmet: 0 };
+  async sendMetered(
+    state: PartitionState,
+    pool: TokenPool,
+    group: readonly Sendable[],
+    urgent: { count: number; waitMs: number } = { count: 0, waitMs: 0 },
+  ): Promise<SendResult> {
+    const result: SendResult = { answered: [], skipped: [], unsent: [] };
     let next = 0;
     while (next < group.length) {
       const slice = group.slice(next, next + pool.window);
-      const granted = await this.deps.observer.acquire(pool, slice.length, () => pool.take(slice.length), {
-        topic: state.topic,
-        partition: state.partition,
-        items: slice.map((entry) => entry.item),
-      });
+      const options = next < urgent.count ? { urgentWithinMs: urgent.waitMs } : {};
+      const granted = await this.deps.observer.acquire(
+        pool,
+        slice.length,
+        () => pool.take(slice.length, options),
+        {
+          topic: state.topic,
+          partition: state.partition,
+          items: slice.map((entry) => entry.item),
+        },
+      );
       if (granted === 0) break;
       next += granted;
       let answered: Answered[];
@@ -73,7 +92,7 @@ export class Sender {
       result.answered.push(...answered);
       if (answered.some(({ outcome }) => blocksFleet(outcome))) break;
     }
-    result.unmet = group.length - next;
+    result.unsent = group.slice(next);
     return result;
   }
 

@@ -38,6 +38,19 @@ describe('DeviceBackoff', () => {
     ]);
   });
 
+  it('gives a slot back for a send that did not go out (no token), so the next event goes at once', () => {
+    const backoff = new DeviceBackoff({ initialIntervalMs: 100, queueSpacingMs: 20 });
+    backoff.throttled(HOT, 0, 0, 0);
+    expect(backoff.decide(HOT, 0)).toEqual({ send: true });
+    backoff.unsent(HOT);
+    expect(backoff.decide(HOT, 10)).toEqual({ send: true });
+    // Spent this time: the next is due a spacing after the previous slot (0).
+    expect(backoff.decide(HOT, 20)).toEqual({ send: false, notBefore: 100 });
+    // A device never throttled is not paced, and nothing is given back for it.
+    backoff.unsent(COLD);
+    expect(backoff.isPaced(COLD)).toBe(false);
+  });
+
   it('on a throttle, falls back to a fifth under the pace of the latest deliveries but not under what they proved (less a tenth); a wave counts once', () => {
     const backoff = new DeviceBackoff({ initialIntervalMs: 100 });
     backoff.throttled(HOT, 0, 0, 0);
