@@ -73,7 +73,26 @@ export interface BurstBenchResult {
   targets: Record<string, { target: string; value: number; met: boolean }>;
 }
 
-export async function runBurstBench(options: BurstBenchOptions): Promise<BurstBenchResult> {
+/** The conditions of every burst-shaped run: the providers' limits, their faults, the consumers' settings. */
+export const BURST_CONDITIONS = {
+  provider: PROVIDER,
+  deadTokenRatio: 0.01,
+  faults: { error500: 0.01 },
+  env: {
+    AQUEDUCT_SEND_CONCURRENCY: String(SEND_CONCURRENCY),
+    AQUEDUCT_ACQUIRE_CHUNK: String(ACQUIRE_CHUNK),
+  },
+};
+
+/**
+ * A bench's Kafka (the given brokers, or the service switch's) and a private redis-server, so that
+ * INFO commandstats counts the run's calls only; plus a folder for the consumers' logs.
+ */
+export async function burstServices(options: {
+  kafkaBrokers?: string[] | undefined;
+  log: (line: string) => void;
+  name: string;
+}): Promise<{ kafkaBrokers: string[]; redisUrl: string; logDir: string; stop: () => Promise<void> }> {
   const services = await startServices({
     env: {
       ...process.env,
@@ -82,23 +101,33 @@ export async function runBurstBench(options: BurstBenchOptions): Promise<BurstBe
     },
     log: options.log,
   });
-  // A private redis-server, so that INFO commandstats counts this run's calls only.
   const redis = services.localRedis ?? (await LocalRedis.start());
-  const logDir = await mkdtemp(join(tmpdir(), 'aqueduct-bench-burst-'));
+  const logDir = await mkdtemp(join(tmpdir(), `aqueduct-bench-${options.name}-`));
+  return {
+    kafkaBrokers: services.kafkaBrokers,
+    redisUrl: redis.url,
+    logDir,
+    async stop() {
+      if (!services.localRedis) await redis.dispose();
+      await services.stop();
+    },
+  };
+}
+
+export async function runBurstBench(options: BurstBenchOptions): Promise<BurstBenchResult> {
+  const services = await burstServices({
+    kafkaBrokers: options.kafkaBrokers,
+    log: options.log,
+    name: 'burst',
+  });
   try {
     const common = {
+      ...BURST_CONDITIONS,
       kafkaBrokers: services.kafkaBrokers,
-      redisUrl: redis.url,
+      redisUrl: services.redisUrl,
       events: options.events,
       partitions: options.partitions,
-      provider: PROVIDER,
-      deadTokenRatio: 0.01,
-      faults: { error500: 0.01 },
-      env: {
-        AQUEDUCT_SEND_CONCURRENCY: String(SEND_CONCURRENCY),
-        AQUEDUCT_ACQUIRE_CHUNK: String(ACQUIRE_CHUNK),
-      },
-      logDir,
+      logDir: services.logDir,
     };
     const progress =
       (name: string) => (s: { elapsedSeconds: number; delivered: number; provider429: number }) => {
@@ -189,7 +218,6 @@ export async function runBurstBench(options: BurstBenchOptions): Promise<BurstBe
     );
     return result;
   } finally {
-    if (!services.localRedis) await redis.dispose();
     await services.stop();
   }
 }

@@ -1,11 +1,9 @@
-import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { loadavg, tmpdir } from 'node:os';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startServices } from '../src/services/index.ts';
-import { LocalRedis } from '../src/services/redis-local.ts';
 import { type BurstResult, runBurst } from '../testkit/burst.ts';
-import { ACQUIRE_CHUNK, AQUEDUCT, PROVIDER, SEND_CONCURRENCY } from './burst.ts';
+import { AQUEDUCT, BURST_CONDITIONS, burstServices, PROVIDER } from './burst.ts';
 import { machine } from './machine.ts';
 
 /**
@@ -103,16 +101,11 @@ export async function runTenantsBench(options: {
   kafkaBrokers?: string[];
   log: (line: string) => void;
 }): Promise<Omit<TenantsBenchResult, 'runs'>> {
-  const services = await startServices({
-    env: {
-      ...process.env,
-      REDIS_URL: '',
-      ...(options.kafkaBrokers ? { KAFKA_BROKERS: options.kafkaBrokers.join(',') } : {}),
-    },
+  const services = await burstServices({
+    kafkaBrokers: options.kafkaBrokers,
     log: options.log,
+    name: 'tenants',
   });
-  const redis = services.localRedis ?? (await LocalRedis.start());
-  const logDir = await mkdtemp(join(tmpdir(), 'aqueduct-bench-tenants-'));
   // The time A's burst needs at both providers' rate: B and C publish over that.
   const seconds = options.burstEvents / (2 * PROVIDER.rate);
   try {
@@ -120,23 +113,17 @@ export async function runTenantsBench(options: {
       `unfair (the pipeline as it is): A ${options.burstEvents} at once, B and C ${SMALL_EVENTS} each over ${seconds} s, ${options.consumers} consumers`,
     );
     const result = await runBurst({
+      ...BURST_CONDITIONS,
       kafkaBrokers: services.kafkaBrokers,
-      redisUrl: redis.url,
+      redisUrl: services.redisUrl,
       events: options.burstEvents,
       partitions: 6,
       consumers: options.consumers,
-      provider: PROVIDER,
       aqueduct: AQUEDUCT,
       limiter: true,
-      deadTokenRatio: 0.01,
-      faults: { error500: 0.01 },
-      env: {
-        AQUEDUCT_SEND_CONCURRENCY: String(SEND_CONCURRENCY),
-        AQUEDUCT_ACQUIRE_CHUNK: String(ACQUIRE_CHUNK),
-      },
       tenants: ['A'],
       trickle: { tenants: SMALL_TENANTS, eventsPerTenant: SMALL_EVENTS, seconds },
-      logDir,
+      logDir: services.logDir,
       onTick: (s) => {
         if (s.elapsedSeconds > 0)
           options.log(
@@ -176,7 +163,6 @@ export async function runTenantsBench(options: {
       },
     };
   } finally {
-    if (!services.localRedis) await redis.dispose();
     await services.stop();
   }
 }
