@@ -1,5 +1,5 @@
 import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LocalRedis, startServices } from '../src/services/index.ts';
@@ -47,6 +47,11 @@ export interface BurstRun {
   p99Ms: number;
   /** Per provider: its ratio, and where the rest of its envelope went (see BurstResult.perProvider). */
   perProvider: Record<'fcm' | 'apns', { requestEnvelopeRatio: number; whileFull: number; leftAtEnd: number }>;
+  /**
+   * The machine's 1-minute load average as the run ended: on a shared machine a run beside other work
+   * leaves more of the envelope unused, and this tells such a run apart.
+   */
+  loadAverage?: number;
 }
 
 export interface BurstBenchOptions {
@@ -245,6 +250,7 @@ function burstRun(consumers: number, result: BurstResult): BurstRun {
       fcm: providerRun(result.perProvider.fcm),
       apns: providerRun(result.perProvider.apns),
     },
+    loadAverage: Math.round((loadavg()[0] ?? 0) * 100) / 100,
   };
 }
 
@@ -254,7 +260,7 @@ function providerRun(figures: BurstResult['perProvider']['fcm']): BurstRun['perP
 
 /** The targets over every run: each holds only if it holds in all of them (the worst run is the value). */
 function runTargets(runs: readonly BurstRun[]): BurstBenchResult['targets'] {
-  type Figure = Exclude<keyof BurstRun, 'perProvider'>;
+  type Figure = Exclude<keyof BurstRun, 'perProvider' | 'loadAverage'>;
   const most = (f: Figure) => Math.max(...runs.map((run) => run[f]));
   const least = (f: Figure) => Math.min(...runs.map((run) => run[f]));
   return {
@@ -288,9 +294,11 @@ export function burstRunsTable(result: BurstBenchResult): string {
     'p99Ms',
   ] as const;
   return [
-    `| run | ${fields.join(' | ')} |`,
-    `| ---: | ${fields.map(() => '---:').join(' | ')} |`,
-    ...result.runs.map((run, i) => `| ${i + 1} | ${fields.map((f) => run[f]).join(' | ')} |`),
+    `| run | ${fields.join(' | ')} | load (1 min) |`,
+    `| ---: | ${fields.map(() => '---:').join(' | ')} | ---: |`,
+    ...result.runs.map(
+      (run, i) => `| ${i + 1} | ${fields.map((f) => run[f]).join(' | ')} | ${run.loadAverage ?? '–'} |`,
+    ),
   ].join('\n');
 }
 
