@@ -20,11 +20,15 @@
   ARGV[5 + 2k]      held: an integer >= 0, the tokens the holder holds besides this call's grant (granted
                     before and not yet answered by the provider); the holder's entry becomes held + granted
   ARGV[6 + 2k]      leaseMs: an integer >= 1, how long the entry counts without a newer report
+  ARGV[7 + 2k]      priority: '' or 'normal', or 'low': a low-priority call may take only the tokens of
+                    KEYS[1] above a reserve kept for normal calls, min(capacity / 2, a quarter second of
+                    what normal calls are being granted), and its wait is for want tokens above it
+                    (normal_rate, includes/provider-bucket.lua)
 
   Hash fields:      tokens (may be fractional), ts (µs of the last update), config ('<rate> <capacity>
                     <minTtlSeconds>' as last given, for `aqueduct inspect` and to notice a change),
-                    blocked_until (epoch ms, written by block.lua; read here); on KEYS[1] also held:<holder>
-                    and cut (includes/provider-bucket.lua). All of them are only ever
+                    blocked_until (epoch ms, written by block.lua; read here); on KEYS[1] also held:<holder>,
+                    promised:<holder>, normal_rate and cut (includes/provider-bucket.lua). All of them are only ever
                     written by these scripts (numbers as decimal text, config only with checked texts)
                     and are read as such: a field edited by hand into something else may fail the call.
   TTL:              every key written has one (bucket_ttl in includes/ttl.lua): ttl = max(minTtlSeconds,
@@ -38,12 +42,13 @@
     blockedUntilMs: empty (two spaces in a row) when no block is active
     waitMs: ms until waitFor more tokens are available in every bucket and no block is active
             (rounded up; 0 when waitFor is 0); for a caller granted less than n, the refill of KEYS[1]
-            promised to other holders comes first (promised:<holder>, includes/provider-bucket.lua), and
-            the time this holder is told becomes its promise
+            promised to other holders comes first (promised:<holder>, includes/provider-bucket.lua; for a
+            normal call only what normal holders were promised), and the time this holder is told
+            becomes its promise
     tokensLeft: with up to 17 significant digits, so the double round-trips exactly
 
   Error replies (nothing is written; the format is includes/arguments.lua's):
-    AQUEDUCT_ARGUMENT buckets <message>        no keys, or #ARGV ~= 6 + 2 * #KEYS
+    AQUEDUCT_ARGUMENT buckets <message>        no keys, or #ARGV ~= 7 + 2 * #KEYS
     AQUEDUCT_ARGUMENT n <message>              n is not an integer >= 0
     AQUEDUCT_ARGUMENT waitFor <message>        waitFor is not '' nor an integer >= 0
     AQUEDUCT_ARGUMENT minTtlSeconds <message>  minTtlSeconds is not an integer >= 1
@@ -51,6 +56,7 @@
     AQUEDUCT_ARGUMENT capacity <message>       a capacity is NaN, infinite or < 1
     AQUEDUCT_ARGUMENT held <message>           held is not an integer >= 0
     AQUEDUCT_ARGUMENT leaseMs <message>        leaseMs is not an integer >= 1
+    AQUEDUCT_ARGUMENT priority <message>       priority is not '', 'normal' nor 'low'
 ]]
 
 -- This script runs once per message batch of every consumer, so its common path is kept to the three
@@ -73,15 +79,20 @@
 -- upvalues costs every call more.
 local function rejected()
   --- @include "arguments"
-  local failure = bucket_count_error(6, 2,
-    'n, waitFor, minTtlSeconds, rate and capacity per key, then holder, held, leaseMs')
+  local failure = bucket_count_error(7, 2,
+    'n, waitFor, minTtlSeconds, rate and capacity per key, then holder, held, leaseMs, priority')
     or integer_error(1, 'n', 0)
     or ARGV[2] ~= '' and integer_error(2, 'waitFor', 0)
     or integer_error(3, 'minTtlSeconds', 1)
   for i = 1, #KEYS do
     failure = failure or bucket_limits_error(i, 2 + 2 * i)
   end
-  return failure or integer_error(5 + 2 * #KEYS, 'held', 0) or integer_error(6 + 2 * #KEYS, 'leaseMs', 1)
+  failure = failure or integer_error(5 + 2 * #KEYS, 'held', 0) or integer_error(6 + 2 * #KEYS, 'leaseMs', 1)
+  local priority = ARGV[7 + 2 * #KEYS]
+  if not failure and priority ~= '' and priority ~= 'normal' and priority ~= 'low' then
+    failure = argument_error('priority', "must be '', 'normal' or 'low', got \"" .. priority .. '"')
+  end
+  return failure
 end
 
 --- @include "refill"
@@ -94,9 +105,15 @@ local KEYS, ARGV, call = KEYS, ARGV, redis.call
 local EPSILON = 1e-9
 -- %d is exact below 2^53.
 local MAX_EXACT_INTEGER = 9007199254740992
+-- The normal class's granted rate (normal_rate) averages over this time constant; the reserve kept from
+-- low-priority calls is this much of that rate, at most half the capacity; and the field goes once no
+-- low-priority call has come for this long (see includes/provider-bucket.lua).
+local NORMAL_RATE_TAU_US = 1000000
+local RESERVE_SECONDS = 0.25
+local LOW_IDLE_US = 10000000
 
 local k = #KEYS
-if k == 0 or #ARGV ~= 6 + 2 * k then return rejected() end
+if k == 0 or #ARGV ~= 7 + 2 * k then return rejected() end
 local n = tonumber(ARGV[1])
 if not (n and n >= 0 and n < huge and n % 1 == 0) then return rejected() end
 local wait_for = nil
@@ -111,6 +128,11 @@ local held = tonumber(ARGV[5 + 2 * k])
 if not (held and held >= 0 and held < huge and held % 1 == 0) then return rejected() end
 local lease = tonumber(ARGV[6 + 2 * k])
 if not (lease and lease >= 1 and lease < huge and lease % 1 == 0) then return rejected() end
+local low = false
+local priority = ARGV[7 + 2 * k]
+if priority ~= '' then
+  if priority == 'low' then low = true elseif priority ~= 'normal' then return rejected() end
+end
 -- Rates and capacities are checked as the buckets are read below: reading writes nothing, so an error
 -- reply still leaves every bucket as it was.
 
@@ -130,12 +152,19 @@ local first = nil
 local available, smallest_capacity, blocked_until = huge, huge, nil
 -- KEYS[1]'s holders and rate cut: held by all holders, lapsed holder fields, the cut field.
 local provider_held, stale, cut, promised, own_promise = 0, nil, nil, nil, false
+-- KEYS[1]'s normal_rate field: its text, and parsed: the normal class's granted rate decayed to now and
+-- when a low-priority call last came (µs), and the texts of its three values. Then the reserve a
+-- low-priority call must leave, and KEYS[1]'s capacity.
+local normal_rate, normal_now, low_seen
+local kept_rate, kept_at, kept_seen
+local reserve, provider_capacity = 0, nil
 -- The share of KEYS[1]'s rate it refills at now (for the wait).
 local factor_now = 1
 for i = 1, k do
   local state
   if i == 1 then
-    state, provider_held, stale, cut, promised, own_promise = read_provider_bucket(KEYS[1], now_ms, holder)
+    state, provider_held, stale, cut, promised, own_promise, normal_rate =
+      read_provider_bucket(KEYS[1], now_ms, holder, low)
   else
     state = call('HMGET', KEYS[i], 'tokens', 'ts', 'blocked_until', 'config')
   end
@@ -177,6 +206,27 @@ for i = 1, k do
   state[1], state[2], state[3] = level, ts, block
   if states then states[i] = state else first = state end
   local whole = level + EPSILON
+  if i == 1 and (low or normal_rate) then
+    -- Only where low-priority calls have come (the field) or for one of them.
+    if normal_rate then
+      local r, at, seen = string.match(normal_rate, '^(%S+) (%S+) (%S+)$')
+      kept_rate, kept_at, kept_seen = r, at, seen
+      r, at, seen = tonumber(r), tonumber(at), tonumber(seen)
+      if r and at and seen then
+        if now > at then r = r * math.exp((at - now) / NORMAL_RATE_TAU_US) end
+        normal_now, low_seen = r, seen
+      end
+    end
+    if low then
+      provider_capacity = capacity
+      if normal_now then
+        reserve = normal_now * RESERVE_SECONDS
+        if reserve > capacity / 2 then reserve = capacity / 2 end
+        whole = whole - reserve
+        if whole < 0 then whole = 0 end
+      end
+    end
+  end
   whole = whole - whole % 1
   if whole < available then available = whole end
   if capacity < smallest_capacity then smallest_capacity = capacity end
@@ -185,6 +235,24 @@ end
 local granted = 0
 if not blocked_until then
   granted = n < available and n or available
+end
+
+-- KEYS[1]'s normal_rate: a low-priority call notes that it came (creating the field with rate 0), a
+-- normal one adds its grant to the decayed rate, or drops the field once the low class has gone quiet
+-- (or it does not parse). nil leaves it as it is.
+local normal_rate_text, drop_normal_rate = nil, false
+if low then
+  if normal_now then
+    normal_rate_text = kept_rate .. ' ' .. kept_at .. ' ' .. now_text
+  else
+    normal_rate_text = '0 ' .. now_text .. ' ' .. now_text
+  end
+elseif normal_rate then
+  if not normal_now or now - low_seen > LOW_IDLE_US then
+    drop_normal_rate = true
+  elseif granted > 0 then
+    normal_rate_text = format('%.6g', normal_now + granted) .. ' ' .. now_text .. ' ' .. kept_seen
+  end
 end
 
 -- How long until `want` more tokens are in every bucket (refill continues during a block).
@@ -205,7 +273,17 @@ if want > 0 then
     if left < 0 then left = 0 end
     local rate = i == 1 and ARGV[4] * factor_now or ARGV[2 + 2 * i]
     local us
-    if i == 1 and short and promised and promised > now then
+    if i == 1 and low then
+      -- For want tokens above the reserve (as far as the capacity goes), and after the others' turns.
+      local target = want + reserve
+      if target > provider_capacity then target = provider_capacity end
+      local deficit = target - left
+      us = deficit > 0 and deficit / rate * 1000000 or 0
+      if short and promised and promised > now then
+        local turn = promised - now + want / rate * 1000000
+        if turn > us then us = turn end
+      end
+    elseif i == 1 and short and promised and promised > now then
       us = promised - now + want / rate * 1000000
     else
       local deficit = want - left
@@ -218,7 +296,10 @@ if want > 0 then
     if us > wait_us then wait_us = us end
   end
   wait_ms = math.ceil(wait_us / 1000)
-  if short then promise = format('%d', now + wait_us) end
+  if short then
+    promise = format('%d', now + wait_us)
+    if low then promise = promise .. ' low' end
+  end
 end
 
 -- Write every bucket back. The TTL is renewed by the first call in each epoch of minTtlSeconds / 2 of
@@ -245,7 +326,7 @@ for i = 1, k do
   local previous, block = state[2], state[3]
   local blocked = block and block > now_ms
   local config = state[4]
-  if i == 1 and (promise or holder ~= '' and held + granted > 0) then
+  if i == 1 and (promise or holder ~= '' and held + granted > 0 or normal_rate_text) then
     local fields = { 'tokens', level_text, 'ts', now_text }
     if config ~= true then
       fields[5], fields[6] = 'config', config
@@ -257,6 +338,10 @@ for i = 1, k do
     if promise then
       fields[#fields + 1] = 'promised:' .. holder
       fields[#fields + 1] = promise
+    end
+    if normal_rate_text then
+      fields[#fields + 1] = 'normal_rate'
+      fields[#fields + 1] = normal_rate_text
     end
     call('HSET', key, unpack(fields))
   elseif config == true then
@@ -277,6 +362,10 @@ for i = 1, k do
     if cut and factor_now >= 1 then
       stale = stale or {}
       stale[#stale + 1] = 'cut'
+    end
+    if drop_normal_rate then
+      stale = stale or {}
+      stale[#stale + 1] = 'normal_rate'
     end
     if stale then call('HDEL', key, unpack(stale)) end
   end

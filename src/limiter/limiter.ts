@@ -38,8 +38,18 @@ const DEFAULTS = {
   adaptiveRate: { cut: 0.85, holdMs: 10_000, recoveryPerSecond: 0.02 },
 };
 
-/** acquire.lua's `numkeys, keys, argv`: the prepared parts around the per-call `n`, `waitFor` and holder. */
-type AcquireArgs = [readonly string[], string, string, readonly string[], string, string, string];
+/**
+ * acquire.lua's `numkeys, keys, argv`: the prepared parts around the per-call `n`, `waitFor`, holder and
+ * priority.
+ */
+type AcquireArgs = [readonly string[], string, string, readonly string[], string, string, string, string];
+
+/** The script's `priority` argument: '' (normal, the script's cheapest case) or 'low', checked. */
+function priorityArg(priority: AcquireOptions['priority']): string {
+  if (priority === undefined || priority === 'normal') return '';
+  if (priority === 'low') return 'low';
+  throw new LimiterArgumentError('priority', `priority must be 'normal' or 'low', got ${String(priority)}`);
+}
 
 /**
  * Aqueduct's distributed token bucket: every consumer instance asks the same Redis, which refills each
@@ -317,6 +327,7 @@ export class TokenBucketLimiter {
       holder,
       held,
       this.leaseText,
+      priorityArg(options.priority),
     ];
   }
 

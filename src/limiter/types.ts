@@ -29,7 +29,20 @@ export interface AcquireOptions {
   holder?: string;
   /** With `holder`: tokens it holds besides this call's grant (granted before, not yet answered). Default 0. */
   held?: number;
+  /**
+   * `'normal'` (default) or `'low'`. A low-priority call may take only the tokens of the provider's
+   * bucket (the first of `buckets`) above a reserve kept for normal calls, and its `waitMs` is for
+   * `waitFor` tokens above it: the reserve is a quarter second of what normal calls are being granted
+   * (an average over about a second), at most half the capacity, and 0 when no normal call is granted
+   * anything, so the low class then has the whole budget. A normal call's `waitMs` does not wait for
+   * the turns of low-priority holders. For reading back the events of tenants over their fair share,
+   * beside the trickle of the others (see lua/includes/provider-bucket.lua).
+   */
+  priority?: AcquirePriority;
 }
+
+/** The class of an acquire (see {@link AcquireOptions.priority}). */
+export type AcquirePriority = 'normal' | 'low';
 
 /** Options of {@link TokenBucketLimiter.refund}. */
 export interface RefundOptions {

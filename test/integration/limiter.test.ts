@@ -132,7 +132,7 @@ describe('acquire', () => {
     const result = await limiter.acquire([spec], 2);
     expect(result.tokensLeft[0]).toBeCloseTo(0.75, 9);
     const raw = scriptCall(redis.client, 'acquire');
-    const reply = await raw(1, limiter.keyOf('strings'), 0, '', 60, 1000, 2.75, '', 0, 60_000);
+    const reply = await raw(1, limiter.keyOf('strings'), 0, '', 60, 1000, 2.75, '', 0, 60_000, '');
     expect(typeof reply).toBe('string');
     const fields = (reply as string).split(' ');
     expect(fields).toHaveLength(5);
@@ -357,7 +357,7 @@ describe('TTL renewal', () => {
       const multi = redis.client.multi();
       (
         multi as unknown as Record<string, (...args: Array<string | number>) => unknown>
-      ).aqueductLimiterAcquire?.(1, key, 1, '', 2, 1000, 10, '', 0, 60_000);
+      ).aqueductLimiterAcquire?.(1, key, 1, '', 2, 1000, 10, '', 0, 60_000, '');
       multi.pttl(key);
       const replies = await multi.exec();
       ttls.push(Number(replies?.[1]?.[1]));
@@ -395,6 +395,12 @@ describe('argument errors', () => {
     ['block retryAfterMs < 0', () => limiter.blockUntil(['args'], -5), 'retryAfterMs'],
     ['block across tags', () => limiter.blockUntil(['args', 'other:x'], 5), 'buckets'],
     ['many: bad request', () => limiter.acquireMany([{ buckets: [ok], n: 1, waitFor: -3 }]), 'waitFor'],
+    ['acquire priority', () => limiter.acquire([ok], 1, { priority: 'high' as 'low' }), 'priority'],
+    [
+      'many: bad priority',
+      () => limiter.acquireMany([{ buckets: [ok], n: 1, priority: '' as 'low' }]),
+      'priority',
+    ],
     [
       'keyPrefix with braces',
       async () => new TokenBucketLimiter(redis.client, { keyPrefix: 'a{b}' }),
@@ -423,20 +429,23 @@ describe('argument errors', () => {
   // reply maps to the same typed error, and nothing is written.
   const key = () => limiter.keyOf('rawargs');
   const raw: Array<[string, 'acquire' | 'refund' | 'block', () => Array<string | number>, string]> = [
-    ['acquire: no keys', 'acquire', () => [0, 1, '', 60, '', 0, 1], 'buckets'],
+    ['acquire: no keys', 'acquire', () => [0, 1, '', 60, '', 0, 1, ''], 'buckets'],
     ['acquire: ARGV count', 'acquire', () => [1, key(), 1, '', 60, 1, 1], 'buckets'],
-    ['acquire: n < 0', 'acquire', () => [1, key(), -1, '', 60, 1, 1, '', 0, 1], 'n'],
-    ['acquire: n fractional', 'acquire', () => [1, key(), 1.5, '', 60, 1, 1, '', 0, 1], 'n'],
-    ['acquire: waitFor', 'acquire', () => [1, key(), 1, 'x', 60, 1, 1, '', 0, 1], 'waitFor'],
-    ['acquire: minTtlSeconds', 'acquire', () => [1, key(), 1, '', 0, 1, 1, '', 0, 1], 'minTtlSeconds'],
-    ['acquire: rate NaN', 'acquire', () => [1, key(), 1, '', 60, 'NaN', 1, '', 0, 1], 'rate'],
-    ['acquire: rate inf', 'acquire', () => [1, key(), 1, '', 60, 'inf', 1, '', 0, 1], 'rate'],
-    ['acquire: rate < 0', 'acquire', () => [1, key(), 1, '', 60, -2, 1, '', 0, 1], 'rate'],
-    ['acquire: capacity < 1', 'acquire', () => [1, key(), 1, '', 60, 1, 0.9, '', 0, 1], 'capacity'],
-    ['acquire: capacity NaN', 'acquire', () => [1, key(), 1, '', 60, 1, 'nan', '', 0, 1], 'capacity'],
-    ['acquire: held < 0', 'acquire', () => [1, key(), 1, '', 60, 1, 1, 'p', -1, 1], 'held'],
-    ['acquire: held fractional', 'acquire', () => [1, key(), 1, '', 60, 1, 1, 'p', 0.5, 1], 'held'],
-    ['acquire: leaseMs 0', 'acquire', () => [1, key(), 1, '', 60, 1, 1, 'p', 0, 0], 'leaseMs'],
+    ['acquire: n < 0', 'acquire', () => [1, key(), -1, '', 60, 1, 1, '', 0, 1, ''], 'n'],
+    ['acquire: n fractional', 'acquire', () => [1, key(), 1.5, '', 60, 1, 1, '', 0, 1, ''], 'n'],
+    ['acquire: waitFor', 'acquire', () => [1, key(), 1, 'x', 60, 1, 1, '', 0, 1, ''], 'waitFor'],
+    ['acquire: minTtlSeconds', 'acquire', () => [1, key(), 1, '', 0, 1, 1, '', 0, 1, ''], 'minTtlSeconds'],
+    ['acquire: rate NaN', 'acquire', () => [1, key(), 1, '', 60, 'NaN', 1, '', 0, 1, ''], 'rate'],
+    ['acquire: rate inf', 'acquire', () => [1, key(), 1, '', 60, 'inf', 1, '', 0, 1, ''], 'rate'],
+    ['acquire: rate < 0', 'acquire', () => [1, key(), 1, '', 60, -2, 1, '', 0, 1, ''], 'rate'],
+    ['acquire: capacity < 1', 'acquire', () => [1, key(), 1, '', 60, 1, 0.9, '', 0, 1, ''], 'capacity'],
+    ['acquire: capacity NaN', 'acquire', () => [1, key(), 1, '', 60, 1, 'nan', '', 0, 1, ''], 'capacity'],
+    ['acquire: held < 0', 'acquire', () => [1, key(), 1, '', 60, 1, 1, 'p', -1, 1, ''], 'held'],
+    ['acquire: held fractional', 'acquire', () => [1, key(), 1, '', 60, 1, 1, 'p', 0.5, 1, ''], 'held'],
+    ['acquire: leaseMs 0', 'acquire', () => [1, key(), 1, '', 60, 1, 1, 'p', 0, 0, ''], 'leaseMs'],
+    ['acquire: no priority', 'acquire', () => [1, key(), 1, '', 60, 1, 1, 'p', 0, 1], 'buckets'],
+    ['acquire: priority', 'acquire', () => [1, key(), 1, '', 60, 1, 1, 'p', 0, 1, 'urgent'], 'priority'],
+    ['acquire: priority case', 'acquire', () => [1, key(), 1, '', 60, 1, 1, 'p', 0, 1, 'LOW'], 'priority'],
     ['refund: ARGV count', 'refund', () => [1, key(), 1, 60, 1, 1], 'buckets'],
     ['refund: n < 0', 'refund', () => [1, key(), -1, 60, 1, 1, '', 0, 1], 'n'],
     ['refund: capacity', 'refund', () => [1, key(), 1, 60, 1, 0, '', 0, 1], 'capacity'],
@@ -474,7 +483,7 @@ describe('acquire.lua and the stored config', () => {
   it('parses the stored config texts without checking them again, but checks any other text and writes nothing then', async () => {
     const key = limiter.keyOf('trusted');
     const raw = scriptCall(redis.client, 'acquire');
-    expect(String(await raw(1, key, 1, '', 60, '2', '10', '', 0, 60_000)).split(' ')[0]).toBe('1');
+    expect(String(await raw(1, key, 1, '', 60, '2', '10', '', 0, 60_000, '')).split(' ')[0]).toBe('1');
     expect(await redis.client.hget(key, 'config')).toBe('2 10 60');
     const before = await redis.client.hgetall(key);
     for (const [rate, capacity, argument] of [
@@ -483,14 +492,14 @@ describe('acquire.lua and the stored config', () => {
       ['-2', '10', 'rate'],
       ['2', '0.5', 'capacity'],
     ] as const) {
-      const error = await raw(1, key, 1, '', 60, rate, capacity, '', 0, 60_000).catch((e: unknown) => e);
+      const error = await raw(1, key, 1, '', 60, rate, capacity, '', 0, 60_000, '').catch((e: unknown) => e);
       const mapped = toLimiterError(error, 'acquire');
       expect(mapped).toBeInstanceOf(LimiterArgumentError);
       expect((mapped as LimiterArgumentError).argument).toBe(argument);
     }
     expect(await redis.client.hgetall(key)).toEqual(before);
     // The same rate written differently is a new config: checked, stored, and the TTL renewed.
-    await raw(1, key, 0, '', 60, '2.0', '10', '', 0, 60_000);
+    await raw(1, key, 0, '', 60, '2.0', '10', '', 0, 60_000, '');
     expect(await redis.client.hget(key, 'config')).toBe('2.0 10 60');
   });
 });
