@@ -42,7 +42,7 @@ export class RestartSafeTokenSource implements TokenSource {
   async acquire(
     buckets: PoolBucket[],
     n: number,
-    options?: { waitFor?: number; holder?: string; held?: number },
+    options?: { waitFor?: number; holder?: string; held?: number; priority?: 'normal' | 'low' },
   ): Promise<{ granted: number; waitMs: number; tokensLeft?: number[] }> {
     for (const bucket of buckets) this.buckets.set(bucket.name, bucket);
     if (this.needsCheck) {

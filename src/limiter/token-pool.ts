@@ -28,7 +28,7 @@ export interface TokenSource {
   acquire(
     buckets: PoolBucket[],
     n: number,
-    options?: { waitFor?: number; holder?: string; held?: number },
+    options?: { waitFor?: number; holder?: string; held?: number; priority?: 'normal' | 'low' },
   ): Promise<{ granted: number; waitMs: number; tokensLeft?: number[] }>;
   /** Blocks the buckets fleet-wide for `retryAfterMs` from now (a provider's 429). */
   blockUntil(buckets: PoolBucket[], retryAfterMs: number): Promise<unknown>;
@@ -58,6 +58,12 @@ export interface TokenPoolOptions {
    * 1000.
    */
   idleReportMs?: number;
+  /**
+   * The priority of every acquire the pool makes (default `'normal'`): a `'low'` pool may take only the
+   * tokens of the provider's bucket above the reserve kept for normal calls, e.g. the pool reading back
+   * the parked events of tenants over their fair share (see `AcquireOptions.priority` in types.ts).
+   */
+  priority?: 'normal' | 'low';
   /** Back-off after the limiter failed (Redis unreachable, fail-closed). Default 1000 ms. */
   failureBackoffMs?: number;
   /** Told about limiter failures (for logs and metrics). */
@@ -111,6 +117,7 @@ export class TokenPool {
     this.options = {
       failureBackoffMs: 1000,
       idleReportMs: 1000,
+      priority: 'normal',
       ...options,
       chunk,
       window: Math.max(1, Math.min(options.window ?? chunk * 2, smallestCapacity)),
@@ -322,6 +329,7 @@ export class TokenPool {
         waitFor: need,
         holder: this.holder,
         held,
+        priority: this.options.priority,
       });
       this.credit += result.granted;
       if (result.granted < missing) this.dryUntil = Date.now() + Math.max(1, result.waitMs);

@@ -178,4 +178,27 @@ describe('TokenPool', () => {
     await sleep(60);
     expect(reports).toHaveLength(3); // once per idle spell
   });
+
+  it('asks with its priority in every acquire (normal unless told otherwise)', async () => {
+    const asked: Array<{ pool: string; priority: string | undefined }> = [];
+    const sourceFor = (pool: string): TokenSource => ({
+      async acquire(_buckets, n, options) {
+        asked.push({ pool, priority: options?.priority });
+        return { granted: Math.min(n, 10), waitMs: n > 10 ? 1 : 0 };
+      },
+      async blockUntil() {},
+      async refund() {},
+    });
+    const parked = new TokenPool(sourceFor('parked'), buckets, { chunk: 20, priority: 'low' });
+    const normal = new TokenPool(sourceFor('normal'), buckets, { chunk: 20 });
+    expect(await parked.take(10)).toBe(10);
+    expect(await parked.take(30)).toBe(10); // short: a second acquire
+    expect(await normal.take(10)).toBe(10);
+    expect(asked).toEqual([
+      { pool: 'parked', priority: 'low' },
+      { pool: 'parked', priority: 'low' },
+      { pool: 'normal', priority: 'normal' },
+    ]);
+    await Promise.all([parked.close(), normal.close()]);
+  });
 });
