@@ -174,6 +174,33 @@ export const configSchema = z.object({
   AQUEDUCT_TENANT_BURST: positiveInt
     .optional()
     .describe('Burst of each tenant bucket (default: one second of AQUEDUCT_TENANT_RATE).'),
+  AQUEDUCT_TENANT_FAIRNESS: bool
+    .default(true)
+    .describe(
+      "Share each provider's limit max-min fairly among the tenants with work: a tenant over its share has its excess parked on `<topic>.deferred` and read back as its share allows, so that it holds back no other tenant's events. false: first come, first served.",
+    ),
+  AQUEDUCT_TENANT_WEIGHTS: z
+    .string()
+    .default('')
+    .transform((text, context) => {
+      const weights = new Map<string, number>();
+      for (const part of text
+        .split(',')
+        .map((p) => p.trim())
+        .filter(Boolean)) {
+        const match = /^([A-Za-z0-9._-]{1,64})=(\d+(?:\.\d+)?)$/.exec(part);
+        const weight = match ? Number(match[2]) : Number.NaN;
+        if (!match?.[1] || !(weight > 0) || !Number.isFinite(weight)) {
+          context.addIssue({ code: 'custom', message: `"${part}" is not tenant=weight with a weight > 0` });
+          return z.NEVER;
+        }
+        weights.set(match[1], weight);
+      }
+      return weights as ReadonlyMap<string, number>;
+    })
+    .describe(
+      'Weights of the fair share, `tenant=weight,…` (e.g. `acme=2,globex=0.5`); a tenant not named weighs 1.',
+    ),
   AQUEDUCT_LIMITER_ENABLED: bool
     .default(true)
     .describe('Set false to run without any limit (the fire-and-forget baseline of the benchmarks).'),
@@ -397,6 +424,8 @@ export function redactConfig(config: Config): Record<string, unknown> {
 export interface Topics {
   main: string;
   retry: string;
+  /** Where the events of a tenant over its fair share are parked until its share allows them. */
+  deferred: string;
   deadLetter: string;
   invalidTokens: string;
 }
@@ -413,7 +442,13 @@ export function topicsOf(config: Pick<Config, 'AQUEDUCT_TOPIC'>): Topics {
   return topicFamily(config.AQUEDUCT_TOPIC);
 }
 
-/** A main topic and the three derived from its name: `.retry`, `.dlq` and `.invalid-tokens`. */
+/** A main topic and the four derived from its name: `.retry`, `.deferred`, `.dlq` and `.invalid-tokens`. */
 export function topicFamily(main: string): Topics {
-  return { main, retry: `${main}.retry`, deadLetter: `${main}.dlq`, invalidTokens: `${main}.invalid-tokens` };
+  return {
+    main,
+    retry: `${main}.retry`,
+    deferred: `${main}.deferred`,
+    deadLetter: `${main}.dlq`,
+    invalidTokens: `${main}.invalid-tokens`,
+  };
 }

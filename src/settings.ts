@@ -77,10 +77,16 @@ export function settingsReference(
     const value = parsed.success ? parsed.data : undefined;
     return {
       name,
-      defaultValue: value === undefined ? '' : Array.isArray(value) ? value.join(',') : String(value),
+      defaultValue: value === undefined ? '' : Array.isArray(value) ? value.join(',') : displayed(value),
       description: (field as z.ZodType).description ?? '',
     };
   });
+}
+
+/** A parsed default as its setting would be written: a map as `key=value,…`. */
+function displayed(value: unknown): string {
+  if (value instanceof Map) return [...value].map(([key, entry]) => `${key}=${entry}`).join(',');
+  return String(value);
 }
 
 /** The settings reference as the lines of a `--help` text: name, description, default. */

@@ -35,5 +35,9 @@ export function consumerOptions(config: Config): NotificationConsumerOptions {
       acquireChunk: config.AQUEDUCT_ACQUIRE_CHUNK,
       sendConcurrency: config.AQUEDUCT_SEND_CONCURRENCY,
     },
+    fairness: {
+      enabled: config.AQUEDUCT_TENANT_FAIRNESS,
+      weights: config.AQUEDUCT_TENANT_WEIGHTS,
+    },
   };
 }

@@ -147,7 +147,7 @@ async function waitForLeaders(admin: Admin, topics: string[], timeoutMs = 30_000
 }
 
 /**
- * Creates a notification topic and the three topics derived from it (`.retry`, `.dlq`,
+ * Creates a notification topic and the four topics derived from it (`.retry`, `.deferred`, `.dlq`,
  * `.invalid-tokens`), all with `numPartitions` and `durability`, where they do not exist yet.
  */
 export async function ensureTopicFamily(
@@ -162,7 +162,7 @@ export async function ensureTopicFamily(
   try {
     return await ensureTopics(
       admin,
-      [topics.main, topics.retry, topics.deadLetter, topics.invalidTokens].map((topic) => ({
+      [topics.main, topics.retry, topics.deferred, topics.deadLetter, topics.invalidTokens].map((topic) => ({
         topic,
         numPartitions,
       })),

@@ -14,11 +14,13 @@ import {
   type Settlement,
   settleAnswered,
   settleDeferred,
+  settleParked,
   settleUndecodable,
 } from './outcomes.ts';
 import { PartitionState } from './partition-state.ts';
 import { backoffDelayMs, PauseTimers } from './pause-timers.ts';
 import { markDone, Sender } from './sender.ts';
+import { interleaveByTenant, type TenantShares } from './tenant-shares.ts';
 
 /** Options of {@link BatchProcessor}. */
 export interface BatchProcessorOptions extends ItemLimits, RetryPolicy {
@@ -28,6 +30,11 @@ export interface BatchProcessorOptions extends ItemLimits, RetryPolicy {
   failOpen: boolean;
   /** Longest fleet-wide block a project-wide 429 sets, in ms (a longer Retry-After is cut to it). */
   maxFleetBlockMs: number;
+  /**
+   * The deferred topic, where the events of a tenant over its fair share are parked (with
+   * `BatchProcessorDeps.shares`): read back with low-priority tokens, never parked again.
+   */
+  deferredTopic?: string;
 }
 
 /** The done-marks as the processor uses them (DoneStore over Redis; an in-memory one in unit tests). */
@@ -41,13 +48,21 @@ export interface BatchProcessorDeps {
   providers: Record<Platform, PushProvider>;
   doneStore: DoneMarks;
   outcomes: Pick<OutcomeWriter, 'write'>;
-  /** The pool an event's tokens come from; undefined when the limiter is disabled. */
-  poolFor: (event: NotificationEvent) => TokenPool | undefined;
+  /**
+   * The pool an event's tokens come from; undefined when the limiter is disabled. Events read back from
+   * the deferred topic take `low` priority tokens: they cannot take the reserve kept for the others.
+   */
+  poolFor: (event: NotificationEvent, priority: TokenPriority) => TokenPool | undefined;
+  /** Tenant fairness: who is over their share (undefined: fairness off, nothing is parked). */
+  shares?: TenantShares;
   /** Pauses and resumes a partition (the kafkajs consumer's own pause/resume). */
   pause: (topic: string, partition: number) => void;
   resume: (topic: string, partition: number) => void;
   observer: PipelineObserver;
 }
+
+/** The class of tokens a send takes (see TokenPoolOptions.priority). */
+export type TokenPriority = 'normal' | 'low';
 
 /** What one step of a batch did. */
 interface StepResult {
@@ -74,6 +89,8 @@ interface StepPlan {
   byPool: Map<TokenPool, PoolGroup>;
   /** For a device the provider throttled: back to the retry topic, due at `notBefore`, no attempt spent. */
   deferred: Array<Sendable & { notBefore: number }>;
+  /** Of a tenant over its fair share: parked on the deferred topic, out of the other tenants' way. */
+  parked: Sendable[];
   /** When the plan was made: a throttle answered to one of its sends was decided then. */
   at: number;
 }
@@ -114,9 +131,14 @@ export class BatchProcessor {
       state.item(message, () => {
         const item = readItem(batch.topic, batch.partition, message, this.options);
         this.deps.observer.received?.(item, batch.topic, batch.partition);
+        if (this.deps.shares && item.decoded.ok) {
+          const { platform, tenant } = item.decoded.event;
+          this.deps.shares.demanded(platform, tenant ?? '', 1);
+        }
         return item;
       }),
     );
+    this.noteBacklog(state, payload.batch, items);
     try {
       await this.dedupe(state, items);
       while (payload.isRunning() && !payload.isStale()) {
@@ -130,6 +152,9 @@ export class BatchProcessor {
           this.pauseUntilReady(state, open, step.starved);
           break;
         }
+        // Parked events read back go one send window per fetch: kafkajs fetches again only once every
+        // batch of a fetch has returned, and the main topic's batches in it must not wait for a backlog.
+        if (this.readsParked(state)) break;
       }
       state.stepSucceeded();
     } catch (error) {
@@ -200,7 +225,10 @@ export class BatchProcessor {
     const readFinished = state.needsFinishedRead();
     if (unchecked.length === 0 && !readFinished) return;
     // A message that did not decode has no (tenant, id): only its offset can have been finished before.
-    const keys = unchecked.filter((item) => item.decoded.ok).map((item) => item.dedupeKey);
+    // An event to be parked is looked up when it is read back, not twice.
+    const toPark = this.toPark(state, unchecked);
+    const lookedUp = toPark.length === 0 ? unchecked : unchecked.filter((item) => !toPark.includes(item));
+    const keys = lookedUp.filter((item) => item.decoded.ok).map((item) => item.dedupeKey);
     let reading: DoneReading;
     try {
       reading = await this.deps.doneStore.lookup(keys, readFinished ? [state] : []);
@@ -213,8 +241,28 @@ export class BatchProcessor {
     if (finished) state.finishedEarlier(finished);
     state.checked(
       unchecked,
-      reading.done.size === 0 ? [] : unchecked.filter((item) => reading.done.has(item.dedupeKey)),
+      reading.done.size === 0 ? [] : lookedUp.filter((item) => reading.done.has(item.dedupeKey)),
+      toPark,
     );
+  }
+
+  /** Of a main-topic partition's items, the events of tenants over their share now: to be parked. */
+  private toPark(state: PartitionState, items: readonly Item[]): Item[] {
+    const shares = this.deps.shares;
+    if (!shares || !this.parks(state)) return [];
+    const now = Date.now();
+    const over = new Map<string, boolean>();
+    return items.filter((item) => {
+      if (!item.decoded.ok || item.decoded.event.tenant === undefined) return false;
+      const { platform, tenant } = item.decoded.event;
+      const key = `${platform}:${tenant}`;
+      let isOver = over.get(key);
+      if (isOver === undefined) {
+        isOver = shares.isOverShare(platform, tenant, now);
+        over.set(key, isOver);
+      }
+      return isOver;
+    });
   }
 
   /** Finishes what can be finished now: redeliveries, invalid messages, and events with tokens. */
@@ -245,6 +293,13 @@ export class BatchProcessor {
       const sent = group.entries.length - (metered[i]?.unsent.length ?? 0);
       for (const { event } of group.entries.slice(sent, group.urgent)) this.devices.unsent(event);
     }
+    // What got no token now is parked too when its tenant turns out to be over its share.
+    const unsentByPool = [...plan.byPool.keys()].map((_, i) => metered[i]?.unsent ?? []);
+    const lateParked = this.parkUnsent(state, [...plan.byPool.values()], unsentByPool);
+    for (const { item, event } of [...plan.parked, ...lateParked.flat()]) {
+      this.deps.observer.parked?.(event, item);
+      settled.push({ item, settlement: settleParked(item, this.origin(state, item)) });
+    }
     const answered = sends.flatMap((send) => send.answered);
     for (const entry of answered)
       settled.push({ item: entry.item, settlement: await this.settleAnswered(state, entry, plan.at) });
@@ -268,6 +323,8 @@ export class BatchProcessor {
       ...plan.duplicates,
       ...plan.undecodable.map((entry) => entry.item),
       ...plan.deferred.map((entry) => entry.item),
+      ...plan.parked.map((entry) => entry.item),
+      ...lateParked.flat().map((entry) => entry.item),
       ...sends.flatMap((send) => send.skipped),
       ...answered.map((entry) => entry.item),
     ];
@@ -275,10 +332,80 @@ export class BatchProcessor {
     this.deps.observer.settled?.(finished, state.topic, state.partition);
     const starved = new Map<TokenPool, number>();
     for (const [i, pool] of [...plan.byPool.keys()].entries()) {
-      const unmet = metered[i]?.unsent.length ?? 0;
+      const unmet = (unsentByPool[i]?.length ?? 0) - (lateParked[i]?.length ?? 0);
       if (unmet > 0) starved.set(pool, unmet);
     }
     return { finished: finished.length, starved };
+  }
+
+  /**
+   * Tells the tenant shares what each bucket group got, and picks, of what got no token in a partition
+   * of the main topic, the events of tenants now over their share: they are parked rather than left to
+   * hold the partition (one list per group, in the groups' order).
+   */
+  private parkUnsent(
+    state: PartitionState,
+    groups: readonly PoolGroup[],
+    unsent: readonly Sendable[][],
+  ): Sendable[][] {
+    const shares = this.deps.shares;
+    if (!shares) return [];
+    const now = Date.now();
+    for (const [i, group] of groups.entries()) {
+      const platform = group.entries[0]?.event.platform;
+      if (!platform) continue;
+      const unmet = unsent[i]?.length ?? 0;
+      shares.granted(platform, group.entries.length - unmet, now);
+      if (unmet > 0) shares.wentShort(platform, now);
+    }
+    if (!this.parks(state)) return [];
+    return unsent.map((entries) =>
+      entries.filter(({ event }) => shares.isOverShare(event.platform, event.tenant, now)),
+    );
+  }
+
+  /**
+   * Tells the tenant shares how many events wait in a main-topic partition behind this batch (its lag),
+   * split among the providers and tenants as the batch's events are: a tenant whose events fill the
+   * batch is taken to fill the backlog too, and asks for all of it.
+   */
+  private noteBacklog(state: PartitionState, batch: EachBatchPayload['batch'], items: readonly Item[]): void {
+    const shares = this.deps.shares;
+    if (!shares || !this.parks(state) || items.length === 0) return;
+    const lag = Number(batch.offsetLag());
+    if (!(lag > 0)) return;
+    const perTenant = new Map<string, { platform: string; tenant: string; count: number }>();
+    for (const item of items) {
+      if (!item.decoded.ok || item.decoded.event.tenant === undefined) continue;
+      const { platform, tenant } = item.decoded.event;
+      const key = `${platform}:${tenant}`;
+      const entry = perTenant.get(key) ?? { platform, tenant, count: 0 };
+      entry.count++;
+      perTenant.set(key, entry);
+    }
+    const now = Date.now();
+    const perProvider = new Map<string, number>();
+    for (const { platform, tenant, count } of perTenant.values()) {
+      const waiting = (lag * count) / items.length;
+      shares.demanded(platform, tenant, waiting, now);
+      perProvider.set(platform, (perProvider.get(platform) ?? 0) + waiting);
+    }
+    for (const [platform, waiting] of perProvider) shares.backlogged(platform, waiting, now);
+  }
+
+  /** Whether this partition is of the deferred topic (with fairness on): parked events read back. */
+  private readsParked(state: PartitionState): boolean {
+    return this.deps.shares !== undefined && state.topic === this.options.deferredTopic;
+  }
+
+  /** Whether events over their tenant's share are parked from this partition: only from the main topic. */
+  private parks(state: PartitionState): boolean {
+    return (
+      this.deps.shares !== undefined &&
+      this.options.deferredTopic !== undefined &&
+      state.topic !== this.options.retryTopic &&
+      state.topic !== this.options.deferredTopic
+    );
   }
 
   /** Sorts a step's open items: what is skipped, dead-lettered, and sent (by pool, up to maxPerStep each). */
@@ -290,8 +417,13 @@ export class BatchProcessor {
       unmetered: [],
       byPool: new Map(),
       deferred: [],
+      parked: [],
       at: now,
     };
+    const shares = this.deps.shares;
+    const parks = this.parks(state);
+    const readingParked = this.readsParked(state);
+    const overShare = new Map<string, boolean>();
     const seenIds = new Set<string>();
     const perDevice = new Map<string, number>();
     for (const item of open) {
@@ -307,7 +439,22 @@ export class BatchProcessor {
       if (item.notBefore > now || seenIds.has(item.dedupeKey)) continue;
       seenIds.add(item.dedupeKey);
       const event = item.decoded.event;
-      const pool = this.deps.poolFor(event);
+      if (shares && event.tenant !== undefined && (parks || readingParked)) {
+        if (readingParked) shares.readParked(event.platform, event.tenant, now);
+        else {
+          const key = `${event.platform}:${event.tenant}`;
+          let over = overShare.get(key);
+          if (over === undefined) {
+            over = shares.isOverShare(event.platform, event.tenant, now);
+            overShare.set(key, over);
+          }
+          if (over || state.mustPark(item)) {
+            plan.parked.push({ item, event });
+            continue;
+          }
+        }
+      }
+      const pool = this.deps.poolFor(event, readingParked ? 'low' : 'normal');
       const group = pool ? (plan.byPool.get(pool) ?? { entries: [], urgent: 0 }) : undefined;
       const entries = group ? group.entries : plan.unmetered;
       if (entries.length >= this.options.maxPerStep) continue;
@@ -328,6 +475,21 @@ export class BatchProcessor {
         group.urgent += 1;
       } else entries.push({ item, event });
       if (pool && group) plan.byPool.set(pool, group);
+    }
+    // Read back from the deferred topic, a group's tokens are split among its tenants max-min fairly,
+    // one send window per step (see eachBatch); the rest waits for the next.
+    if (readingParked && shares) {
+      for (const [pool, group] of plan.byPool) {
+        const rest = interleaveByTenant(
+          group.entries.slice(group.urgent),
+          (entry) => entry.event.tenant,
+          (tenant) => shares.weightOf(tenant),
+        );
+        group.entries = [...group.entries.slice(0, group.urgent), ...rest].slice(
+          0,
+          Math.max(pool.window, group.urgent),
+        );
+      }
     }
     return plan;
   }
@@ -357,7 +519,8 @@ export class BatchProcessor {
    * passed (1 s when the provider gave none), never longer than `maxFleetBlockMs`.
    */
   private async blockFleet(event: NotificationEvent, retryAfterMs: number | undefined): Promise<void> {
-    const pool = this.deps.poolFor(event);
+    // The fleet block is written on the provider's bucket: any of the event's pools reaches it.
+    const pool = this.deps.poolFor(event, 'normal');
     if (!pool) return;
     const until = Date.now() + Math.min(retryAfterMs ?? 1000, this.options.maxFleetBlockMs);
     // Only a later block is news to the fleet. (The pool's own dry spell does not count: it is this

@@ -25,6 +25,17 @@ export interface ConsumerLimits {
   sendConcurrency: number;
 }
 
+/** How the provider's budget is shared among tenants. */
+export interface TenantFairness {
+  /**
+   * True: the events of a tenant over its max-min fair share are parked on the deferred topic and read
+   * back with low-priority tokens, so that they hold back no other tenant. False: first come, first served.
+   */
+  enabled: boolean;
+  /** Weight of each tenant named (others weigh 1): shares are split in proportion to weight. */
+  weights: ReadonlyMap<string, number>;
+}
+
 /**
  * How a {@link NotificationConsumer} runs. Built from the settings by `src/consume/options.ts`; see
  * docs/configuration.md for the settings each option comes from.
@@ -69,6 +80,8 @@ export interface NotificationConsumerOptions {
   shutdownTimeoutMs: number;
   /** The token buckets. */
   limits: ConsumerLimits;
+  /** Max-min fairness among tenants under the provider's limit (see TenantShares). */
+  fairness: TenantFairness;
   /** Most pushes started in one step of a batch. Default 2000. */
   maxPerStep?: number;
   /** Partitions whose batches are handled at once (kafkajs `partitionsConsumedConcurrently`). Default 8. */

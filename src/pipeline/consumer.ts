@@ -8,7 +8,7 @@ import { type PoolBucket, TokenPool, type TokenSource } from '../limiter/token-p
 import type { Logger } from '../log.ts';
 import type { PushProvider } from '../providers/types.ts';
 import type { RedisClient } from '../redis/client.ts';
-import { BatchProcessor } from './batch-processor.ts';
+import { BatchProcessor, type TokenPriority } from './batch-processor.ts';
 import {
   type NotificationConsumerOptions,
   type ResolvedConsumerOptions,
@@ -18,6 +18,7 @@ import { DoneStore } from './done-store.ts';
 import { noopObserver, type PipelineObserver } from './observer.ts';
 import { OutcomeWriter } from './outcome-writer.ts';
 import { TenantPools } from './tenant-pools.ts';
+import { TenantShares } from './tenant-shares.ts';
 
 /** What {@link NotificationConsumer.start} needs besides its options. */
 export interface ConsumerDeps {
@@ -87,13 +88,25 @@ export class NotificationConsumer {
         providers: deps.providers,
         doneStore,
         outcomes: new OutcomeWriter(producer, this.topics),
-        poolFor: (event) => this.poolFor(event),
+        poolFor: (event, priority) => this.poolFor(event, priority),
+        ...(this.options.fairness.enabled
+          ? {
+              shares: new TenantShares({
+                weights: this.options.fairness.weights,
+                nominalRates: new Map([
+                  ['fcm', this.options.limits.fcm.rate],
+                  ['apns', this.options.limits.apns.rate],
+                ]),
+              }),
+            }
+          : {}),
         pause: (topic, partition) => this.consumer.pause([{ topic, partitions: [partition] }]),
         resume: (topic, partition) => this.consumer.resume([{ topic, partitions: [partition] }]),
         observer,
       },
       {
         retryTopic: this.topics.retry,
+        deferredTopic: this.topics.deferred,
         maxMessageBytes: this.options.maxMessageBytes,
         maxHeaderBytes: this.options.maxHeaderBytes,
         maxAttempts: this.options.maxAttempts,
@@ -127,12 +140,13 @@ export class NotificationConsumer {
         admin,
         [
           { topic: topics.retry, numPartitions },
+          { topic: topics.deferred, numPartitions },
           { topic: topics.deadLetter, numPartitions },
           { topic: topics.invalidTokens, numPartitions },
         ],
         options.topicDurability,
       );
-      const family = [topics.main, topics.retry, topics.deadLetter, topics.invalidTokens];
+      const family = [topics.main, topics.retry, topics.deferred, topics.deadLetter, topics.invalidTokens];
       for (const warning of await durabilityWarnings(admin, family, options.topicDurability)) {
         deps.logger.warn(warning);
       }
@@ -214,7 +228,10 @@ export class NotificationConsumer {
 
   private async startConsuming(): Promise<void> {
     await this.consumer.connect();
-    await this.consumer.subscribe({ topics: [this.topics.main, this.topics.retry], fromBeginning: true });
+    await this.consumer.subscribe({
+      topics: [this.topics.main, this.topics.retry, this.topics.deferred],
+      fromBeginning: true,
+    });
     await this.consumer.run({
       eachBatchAutoResolve: false,
       autoCommitInterval: this.options.autoCommitIntervalMs,
@@ -223,15 +240,20 @@ export class NotificationConsumer {
     });
   }
 
-  /** The pool of an event's bucket group: its provider's bucket, and its tenant's when it has one. */
-  private poolFor(event: NotificationEvent): TokenPool | undefined {
+  /**
+   * The pool of an event's bucket group (its provider's bucket, and its tenant's when it has one) and
+   * priority: parked events read back take low-priority tokens from pools of their own.
+   */
+  private poolFor(event: NotificationEvent, priority: TokenPriority): TokenPool | undefined {
     if (!this.options.limits.enabled) return undefined;
-    return this.pools.get(poolKey(event.platform, event.tenant, this.options.limits), () => {
+    const key = poolKey(event.platform, event.tenant, this.options.limits);
+    return this.pools.get(priority === 'low' ? `${key}:low` : key, () => {
       const provider = this.providerBucket(event.platform);
       const { buckets, chunk, window } = poolPlan(provider, event.tenant, this.options.limits);
       return new TokenPool(this.deps.tokenSource, buckets, {
         chunk,
         window,
+        priority,
         onError: (error) => {
           this.observer.limiterError?.(error);
           this.deps.logger.warn({ err: errorSummary(error) }, 'token acquire failed');

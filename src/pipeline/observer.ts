@@ -54,6 +54,8 @@ export interface PipelineObserver {
   retried?(outcome: PushOutcome, event: NotificationEvent): void;
   /** Held back for a device the provider throttled on its own: on the retry topic, due at `notBefore`. */
   deferred?(event: NotificationEvent, item: Item, notBefore: number): void;
+  /** Of a tenant over its fair share: parked on the deferred topic, to be read back as its share allows. */
+  parked?(event: NotificationEvent, item: Item): void;
   deadLettered?(reasonKind: string, item: Item): void;
   duplicateSkipped?(item: Item): void;
   paused?(topic: string, partition: number, expectedWaitMs: number): void;

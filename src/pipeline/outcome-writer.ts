@@ -23,6 +23,7 @@ export type OutcomeRecord =
       notBefore: number;
       reason: string;
     }
+  | { kind: 'parked'; message: KafkaMessage; origin: Origin }
   | {
       kind: 'invalid-token';
       event: NotificationEvent;
@@ -39,7 +40,7 @@ export type OutcomeRecord =
 const MAX_REQUEST_BYTES = 512 * 1024;
 
 /**
- * Writes dead letters, retries and invalid-token reports, the records of a step in as few produce
+ * Writes dead letters, retries, parked events and invalid-token reports, the records of a step in as few produce
  * requests as their size allows (idempotent producer, acknowledged by all in-sync replicas). A record
  * is the event's outcome, so the consumer resolves an offset only after this resolves.
  */
@@ -75,7 +76,7 @@ export class OutcomeWriter {
   }
 
   private toMessage(record: OutcomeRecord): [string, Message] {
-    const origin = originHeaders(record.message, record.origin, this.topics.retry);
+    const origin = originHeaders(record.message, record.origin, this.topics);
     switch (record.kind) {
       case 'dead-letter':
         if (record.reasonKind === 'too-large') {
@@ -116,6 +117,11 @@ export class OutcomeWriter {
             },
           },
         ];
+      case 'parked':
+        return [
+          this.topics.deferred,
+          { key: record.message.key, value: record.message.value, headers: origin },
+        ];
       case 'invalid-token':
         // The token itself is the payload here: upstream needs it to delete the registration. This is
         // data on a topic, never a log line or a span attribute.
@@ -140,12 +146,16 @@ export class OutcomeWriter {
 
 /**
  * The original headers (trace context included), plus where the event was first read. Only Aqueduct
- * writes `aqueduct-*` headers, and only on the retry topic: on any other topic they are a producer's
- * own and are dropped, so that no producer can fake where a message came from.
+ * writes `aqueduct-*` headers, and only on the retry and deferred topics: on any other topic they are a
+ * producer's own and are dropped, so that no producer can fake where a message came from.
  */
-function originHeaders(message: KafkaMessage, origin: Origin, retryTopic: string): Record<string, string> {
+function originHeaders(
+  message: KafkaMessage,
+  origin: Origin,
+  topics: Pick<Topics, 'retry' | 'deferred'>,
+): Record<string, string> {
   const headers: Record<string, string> = stringHeaders(message.headers);
-  if (origin.topic !== retryTopic) {
+  if (origin.topic !== topics.retry && origin.topic !== topics.deferred) {
     for (const name of Object.keys(headers))
       if (name.startsWith(AQUEDUCT_HEADER_PREFIX)) delete headers[name];
   }

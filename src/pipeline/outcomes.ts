@@ -118,6 +118,14 @@ export function settleDeferred(item: Item, origin: Origin, notBefore: number): S
   };
 }
 
+/**
+ * An event of a tenant over its fair share: parked on the deferred topic, to be read back as the share
+ * allows. It was not sent, so it keeps its attempt count; its outcome is recorded when it is read back.
+ */
+export function settleParked(item: Item, origin: Origin): Settlement {
+  return { record: { kind: 'parked', message: item.message, origin } };
+}
+
 function deadLetter(item: Item, origin: Origin, reasonKind: string, reason: string): Settlement {
   return {
     record: { kind: 'dead-letter', message: item.message, origin, reasonKind, reason },

@@ -22,6 +22,11 @@ export class PartitionState {
   private readonly doneEarlier = new Set<string>();
   /** Highest offset resolved (its outcome and every earlier one's recorded). */
   private resolvedThrough = -1n;
+  /**
+   * Offsets whose (tenant, id) was not looked up because they are parked (their tenant was over its
+   * share): they must be parked, never sent from here; the lookup is made when they are read back.
+   */
+  private readonly parkUnchecked = new Set<string>();
   /** Highest offset whose (tenant, id) was looked up in the idempotency window. */
   private checkedThrough = -1n;
   /** Whether the offsets an earlier owner finished above the commit were read (once per assignment). */
@@ -51,11 +56,20 @@ export class PartitionState {
     return items.filter((item) => BigInt(item.offset) > this.checkedThrough);
   }
 
-  /** Records a dedupe check of `checked` (as {@link unchecked} gave them): `done` were finished before. */
-  checked(checked: readonly Item[], done: readonly Item[]): void {
+  /**
+   * Records a dedupe check of `checked` (as {@link unchecked} gave them): `done` were finished before,
+   * and `toPark` were left out of the lookup, to be parked.
+   */
+  checked(checked: readonly Item[], done: readonly Item[], toPark: readonly Item[] = []): void {
     const last = checked.at(-1);
     if (last !== undefined) this.checkedThrough = BigInt(last.offset);
     for (const item of done) this.doneEarlier.add(item.offset);
+    for (const item of toPark) this.parkUnchecked.add(item.offset);
+  }
+
+  /** True for an item left out of the dedupe lookup to be parked (see {@link checked}). */
+  mustPark(item: Item): boolean {
+    return this.parkUnchecked.has(item.offset);
   }
 
   /**
@@ -145,5 +159,6 @@ export class PartitionState {
     this.remembered.delete(offset);
     this.finished.delete(offset);
     this.doneEarlier.delete(offset);
+    this.parkUnchecked.delete(offset);
   }
 }

@@ -74,7 +74,7 @@ const SEND_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 3
  * | aqueduct_consumer_lag | gauge | topic, partition | messages not finished yet: end offset minus the first unfinished, as of the last fetch |
  * | aqueduct_limiter_errors_total | counter | | failed limiter calls (Redis unreachable, script errors) |
  * | aqueduct_tenant_delivered_total | counter | tenant | pushes the provider accepted, by tenant |
- * | aqueduct_tenant_deferred_total | counter | tenant | events set aside to be sent later (a throttled device's turn), by tenant |
+ * | aqueduct_tenant_deferred_total | counter | tenant | events set aside to be sent later (a throttled device's turn, or parked over the tenant's fair share), by tenant |
  *
  * `tenant` is bounded (TenantLabels): the busiest tenants by name, `other` for the rest, `none` for
  * events without a tenant.
@@ -275,6 +275,10 @@ export class PipelineMetrics implements ObserverHooks {
   }
 
   deferred(event: NotificationEvent): void {
+    this.tenantCount(event).deferred++;
+  }
+
+  parked(event: NotificationEvent): void {
     this.tenantCount(event).deferred++;
   }
 

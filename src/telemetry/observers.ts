@@ -12,6 +12,7 @@ const NOTIFY_HOOKS: readonly NotifyHook[] = [
   'outcome',
   'retried',
   'deferred',
+  'parked',
   'deadLettered',
   'duplicateSkipped',
   'paused',

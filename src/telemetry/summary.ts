@@ -10,6 +10,8 @@ export interface PipelineTotals {
   throttled: number;
   /** Events held back for a device the provider throttled on its own (see DeviceBackoff). */
   deviceDeferred: number;
+  /** Events of a tenant over its fair share parked on the deferred topic (each parking counts). */
+  parked: number;
   deadLettered: number;
   duplicatesSkipped: number;
   paused: number;
@@ -33,6 +35,7 @@ export class SummaryObserver implements PipelineObserver {
     retried: 0,
     throttled: 0,
     deviceDeferred: 0,
+    parked: 0,
     deadLettered: 0,
     duplicatesSkipped: 0,
     paused: 0,
@@ -77,6 +80,10 @@ export class SummaryObserver implements PipelineObserver {
 
   deferred(): void {
     this.totals.deviceDeferred++;
+  }
+
+  parked(): void {
+    this.totals.parked++;
   }
 
   duplicateSkipped(): void {

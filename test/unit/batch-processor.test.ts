@@ -11,6 +11,7 @@ import {
 import type { DoneMark, DoneReading, FinalOutcome, PartitionRef } from '../../src/pipeline/done-store.ts';
 import type { PipelineObserver } from '../../src/pipeline/observer.ts';
 import type { OutcomeRecord } from '../../src/pipeline/outcome-writer.ts';
+import { TenantShares } from '../../src/pipeline/tenant-shares.ts';
 import type { PushOutcome, PushProvider, PushRequest } from '../../src/providers/types.ts';
 
 /**
@@ -22,6 +23,7 @@ import type { PushOutcome, PushProvider, PushRequest } from '../../src/providers
 
 const TOPIC = 'notifications';
 const RETRY_TOPIC = 'notifications.retry';
+const DEFERRED_TOPIC = 'notifications.deferred';
 
 /** The dedupe memory in memory, behind the interface the processor uses. */
 class MemoryDoneStore implements DoneMarks {
@@ -180,6 +182,8 @@ interface RigOptions {
   answer?: (request: PushRequest) => PushOutcome;
   failingWrites?: number[];
   options?: Partial<BatchProcessorOptions>;
+  /** Tenant fairness on, with these shares (and the deferred topic). */
+  shares?: TenantShares;
 }
 
 const processors: BatchProcessor[] = [];
@@ -189,7 +193,7 @@ afterEach(async () => {
   await Promise.all(pools.splice(0).map((pool) => pool.close()));
 });
 
-function rig({ tokens = 1000, answer, failingWrites = [], options = {} }: RigOptions = {}) {
+function rig({ tokens = 1000, answer, failingWrites = [], options = {}, shares }: RigOptions = {}) {
   const providers = { fcm: fakeProvider('fcm', answer), apns: fakeProvider('apns', answer) };
   const doneStore = new MemoryDoneStore();
   const outcomes = new MemoryOutcomeWriter(failingWrites);
@@ -198,6 +202,7 @@ function rig({ tokens = 1000, answer, failingWrites = [], options = {} }: RigOpt
   pools.push(pool);
   const events: string[] = [];
   const pauses: string[] = [];
+  const priorities: string[] = [];
   const observer: PipelineObserver = {
     acquire: (_pool, _requested, take) => take(),
     send: (_context, send) => send(),
@@ -213,7 +218,11 @@ function rig({ tokens = 1000, answer, failingWrites = [], options = {} }: RigOpt
       providers,
       doneStore,
       outcomes,
-      poolFor: () => pool,
+      poolFor: (_event, priority) => {
+        priorities.push(priority);
+        return pool;
+      },
+      ...(shares ? { shares } : {}),
       pause: (topic, partition) => pauses.push(`pause ${topic}:${partition}`),
       resume: (topic, partition) => pauses.push(`resume ${topic}:${partition}`),
       observer,
@@ -228,11 +237,12 @@ function rig({ tokens = 1000, answer, failingWrites = [], options = {} }: RigOpt
       maxFleetBlockMs: 60_000,
       maxPerStep: 2000,
       failOpen: false,
+      ...(shares ? { deferredTopic: DEFERRED_TOPIC } : {}),
       ...options,
     },
   );
   processors.push(processor);
-  return { processor, providers, doneStore, outcomes, source, pool, events, pauses };
+  return { processor, providers, doneStore, outcomes, source, pool, events, pauses, priorities };
 }
 
 /** Waits for what a timer in the processor does; the bound only ends a test that would hang (a loaded machine runs timers late). */
@@ -590,5 +600,113 @@ describe('BatchProcessor', () => {
     expect(r.doneStore.marks.get('e0')).toBe('dead-lettered');
     expect(r.events).toContain('dead-lettered max-attempts e0');
     expect(calls.resolved).toEqual(['0']);
+  });
+
+  describe('tenant fairness', () => {
+    const tenantEvent = (tenant: string, id: string) => ({ ...event(id), tenant });
+
+    it("parks the events of a tenant over its share that got no token, so the other tenant's events behind them go on", async () => {
+      const r = rig({ tokens: 10, shares: new TenantShares() });
+      const messages = [
+        ...Array.from({ length: 50 }, (_, i) => message(i, tenantEvent('A', `a${i}`))),
+        message(50, tenantEvent('B', 'b0')),
+        message(51, tenantEvent('B', 'b1')),
+      ];
+      const { payload, calls } = payloadOf(TOPIC, messages);
+      await r.processor.eachBatch(payload);
+
+      expect(r.providers.fcm.sent).toEqual(Array.from({ length: 10 }, (_, i) => `a${i}`));
+      const parked = r.outcomes.records.filter((record) => record.kind === 'parked');
+      expect(parked.map((record) => record.message.offset)).toEqual(
+        Array.from({ length: 40 }, (_, i) => String(10 + i)),
+      );
+      // B is under its share: it waits for tokens (the partition paused), not parked.
+      expect(r.pauses).toEqual([`pause ${TOPIC}:0`]);
+      expect(calls.resolved).toEqual(['49']);
+
+      r.source.tokens = 10;
+      await until(() => r.pauses.length === 2);
+      const again = payloadOf(TOPIC, messages.slice(50));
+      await r.processor.eachBatch(again.payload);
+      expect(r.providers.fcm.sent.slice(10)).toEqual(['b0', 'b1']);
+      expect(again.calls.resolved).toEqual(['51']);
+    });
+
+    it('from then on parks the tenant at once, without taking tokens for it', async () => {
+      const shares = new TenantShares();
+      const r = rig({ tokens: 5, shares });
+      const first = payloadOf(
+        TOPIC,
+        Array.from({ length: 30 }, (_, i) => message(i, tenantEvent('A', `a${i}`))),
+      );
+      await r.processor.eachBatch(first.payload);
+      const sentBefore = r.providers.fcm.sent.length;
+      const second = payloadOf(
+        TOPIC,
+        Array.from({ length: 30 }, (_, i) => message(30 + i, tenantEvent('A', `a${30 + i}`))),
+      );
+      r.source.tokens = 1000;
+      await r.processor.eachBatch(second.payload);
+      expect(r.providers.fcm.sent.length).toBe(sentBefore);
+      expect(second.calls.resolved).toEqual(['59']);
+      expect(r.outcomes.records.filter((record) => record.kind === 'parked')).toHaveLength(55);
+    });
+
+    it('never parks events without a tenant, nor from the retry topic', async () => {
+      const r = rig({ tokens: 3, shares: new TenantShares() });
+      const { payload } = payloadOf(
+        TOPIC,
+        Array.from({ length: 20 }, (_, i) => message(i, event(`e${i}`))),
+      );
+      await r.processor.eachBatch(payload);
+      expect(r.outcomes.records).toEqual([]);
+      expect(r.pauses).toEqual([`pause ${TOPIC}:0`]);
+
+      // A tenant over its share: its events on the retry topic still wait for tokens there.
+      const shares = new TenantShares();
+      const t = rig({ tokens: 3, shares });
+      await t.processor.eachBatch(
+        payloadOf(
+          TOPIC,
+          Array.from({ length: 20 }, (_, i) => message(i, tenantEvent('A', `a${i}`))),
+        ).payload,
+      );
+      expect(shares.isOverShare('fcm', 'A')).toBe(true);
+      const parkedBefore = t.outcomes.records.length;
+      const retries = payloadOf(
+        RETRY_TOPIC,
+        Array.from({ length: 5 }, (_, i) =>
+          message(i, tenantEvent('A', `r${i}`), { [HEADER.attempt]: '2', [HEADER.notBefore]: '0' }),
+        ),
+      );
+      await t.processor.eachBatch(retries.payload);
+      expect(t.outcomes.records.length).toBe(parkedBefore);
+      expect(t.pauses).toContain(`pause ${RETRY_TOPIC}:0`);
+    });
+
+    it('reads parked events back with low-priority tokens, splitting a short grant among the tenants', async () => {
+      const r = rig({ tokens: 4, shares: new TenantShares() });
+      const { payload } = payloadOf(DEFERRED_TOPIC, [
+        ...Array.from({ length: 6 }, (_, i) => message(i, tenantEvent('A', `a${i}`))),
+        message(6, tenantEvent('B', 'b0')),
+        message(7, tenantEvent('B', 'b1')),
+      ]);
+      await r.processor.eachBatch(payload);
+      expect(r.providers.fcm.sent).toEqual(['a0', 'b0', 'a1', 'b1']);
+      expect(new Set(r.priorities)).toEqual(new Set(['low']));
+      // Nothing read back is parked again.
+      expect(r.outcomes.records).toEqual([]);
+    });
+
+    it('writes what it parks with its origin, to be read back from the deferred topic', async () => {
+      const r = rig({ tokens: 2, shares: new TenantShares() });
+      const { payload } = payloadOf(
+        TOPIC,
+        Array.from({ length: 12 }, (_, i) => message(i, tenantEvent('A', `a${i}`))),
+      );
+      await r.processor.eachBatch(payload);
+      const parked = r.outcomes.records.find((record) => record.kind === 'parked');
+      expect(parked).toMatchObject({ kind: 'parked', origin: { topic: TOPIC, partition: 0, offset: '2' } });
+    });
   });
 });

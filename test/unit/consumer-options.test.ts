@@ -19,6 +19,7 @@ describe('consumerOptions', () => {
     expect(options.topics).toEqual({
       main: 'orders',
       retry: 'orders.retry',
+      deferred: 'orders.deferred',
       deadLetter: 'orders.dlq',
       invalidTokens: 'orders.invalid-tokens',
     });
@@ -34,6 +35,27 @@ describe('consumerOptions', () => {
     expect(options.failurePolicy).toBe('open');
     expect(options.shutdownTimeoutMs).toBe(9000);
   });
+
+  it('shares the limit among tenants fairly by default, with the weights given', () => {
+    expect(consumerOptions(loadConfig({})).fairness).toEqual({ enabled: true, weights: new Map() });
+    const options = consumerOptions(
+      loadConfig({ AQUEDUCT_TENANT_FAIRNESS: 'false', AQUEDUCT_TENANT_WEIGHTS: 'acme=2, globex=0.5' }),
+    );
+    expect(options.fairness).toEqual({
+      enabled: false,
+      weights: new Map([
+        ['acme', 2],
+        ['globex', 0.5],
+      ]),
+    });
+  });
+
+  it.each(['acme', 'acme=0', 'acme=-1', 'acme=two', 'a b=1', 'acme=1e400'])(
+    'refuses the tenant weights %j, naming the setting',
+    (weights) => {
+      expect(() => loadConfig({ AQUEDUCT_TENANT_WEIGHTS: weights })).toThrow(/AQUEDUCT_TENANT_WEIGHTS/);
+    },
+  );
 
   it('keeps the tuning defaults unless an option says otherwise', () => {
     const options = consumerOptions(loadConfig({}));
