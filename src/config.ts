@@ -42,7 +42,7 @@ export const configSchema = z.object({
     .regex(/^[A-Za-z0-9._-]{1,200}$/, 'a Kafka topic name')
     .default('notifications')
     .describe(
-      'The notification topic; `<topic>.retry`, `<topic>.dlq` and `<topic>.invalid-tokens` derive from it.',
+      'The notification topic; `<topic>.retry`, `<topic>.deferred`, `<topic>.dlq` and `<topic>.invalid-tokens` derive from it.',
     ),
   AQUEDUCT_TOPIC_REPLICATION_FACTOR: positiveInt
     .default(3)

@@ -250,12 +250,18 @@ describe('k8s manifests', () => {
       const scaledObject = find(base, 'ScaledObject', 'aqueduct-consumer');
       expect(at(scaledObject, 'spec', 'scaleTargetRef', 'name')).toBe(at(deployment, 'metadata', 'name'));
       const triggers = arrayAt(scaledObject, 'spec', 'triggers');
-      expect(triggers.map((trigger) => at(trigger, 'type'))).toEqual(['kafka']);
-      const metadata = objectAt(triggers[0], 'metadata');
-      expect(metadata.consumerGroup).toBe(config.AQUEDUCT_GROUP_ID);
-      expect(metadata.topic).toBe(config.AQUEDUCT_TOPIC);
-      expect(metadata.bootstrapServers).toBe(config.KAFKA_BROKERS);
-      expect(Number(metadata.lagThreshold)).toBeGreaterThan(0);
+      expect(triggers.map((trigger) => at(trigger, 'type'))).toEqual(['kafka', 'kafka']);
+      // The topic, and its deferred topic where a tenant's excess over its fair share waits.
+      expect(triggers.map((trigger) => objectAt(trigger, 'metadata').topic)).toEqual([
+        config.AQUEDUCT_TOPIC,
+        `${config.AQUEDUCT_TOPIC}.deferred`,
+      ]);
+      for (const trigger of triggers) {
+        const metadata = objectAt(trigger, 'metadata');
+        expect(metadata.consumerGroup).toBe(config.AQUEDUCT_GROUP_ID);
+        expect(metadata.bootstrapServers).toBe(config.KAFKA_BROKERS);
+        expect(Number(metadata.lagThreshold)).toBeGreaterThan(0);
+      }
       expect(at(scaledObject, 'spec', 'maxReplicaCount')).toBe(TOPIC_PARTITIONS);
       expect(Number(at(scaledObject, 'spec', 'minReplicaCount'))).toBeGreaterThanOrEqual(1);
       // The same partition count the compose publisher creates the topic with.
