@@ -34,6 +34,8 @@ export interface TenantsVariant {
   lost: number;
   duplicates: number;
   requestEnvelopeRatio: number;
+  /** Per provider, where the rest of the envelope went (see BurstResult.perProvider). */
+  envelopeUnused: Record<'fcm' | 'apns', { whileFull: number; leftAtEnd: number }>;
   redisCallsPerPush: number;
   seconds: number;
   /** The contended phase: while B and C were publishing, in s since the consumers started. */
@@ -60,15 +62,28 @@ export interface TenantsBenchResult {
   setup: Record<string, unknown>;
   unfair: TenantsVariant;
   fair: TenantsVariant | null;
+  /** The same number of events published at once without tenants, on the same services (bench burst's case). */
+  burstReference?: BurstReference;
   notes: string[];
   targets: Record<string, { target: string; value: number | null; met: boolean }>;
   /** Every run so far (this one last): when, on which machine, and each variant's headline figures. */
   runs: TenantsRun[];
 }
 
+export interface BurstReference {
+  events: number;
+  requestEnvelopeRatio: number;
+  envelopeUnused: TenantsVariant['envelopeUnused'];
+  provider429: number;
+  lost: number;
+  duplicates: number;
+}
+
 export interface TenantsRun {
   measuredAt: string;
   loadAverage: number;
+  /** The burst reference's envelope (runs before it existed have none). */
+  burstRequestEnvelopeRatio?: number;
   unfair: Omit<TenantsVariant, 'tenants' | 'contendedSeconds'> & { p99Ms: Record<string, number> };
   fair: (Omit<TenantsVariant, 'tenants' | 'contendedSeconds'> & { p99Ms: Record<string, number> }) | null;
 }
@@ -139,6 +154,32 @@ export async function runTenantsBench(options: {
     // Side by side in one run, on the same services: first come, first served, then fair.
     const unfair = await run('unfair');
     const fair = await run('fair');
+    // The envelope a burst of as many events, all at once and without tenants, gets on the same
+    // services (what `bench burst` measures): the fair run's must not be lower.
+    const total = options.burstEvents + SMALL_TENANTS.length * SMALL_EVENTS;
+    options.log(`burst reference: ${total} events at once, no tenants, ${options.consumers} consumers`);
+    const reference = await runBurst({
+      ...BURST_CONDITIONS,
+      kafkaBrokers: services.kafkaBrokers,
+      redisUrl: services.redisUrl,
+      events: total,
+      partitions: 6,
+      consumers: options.consumers,
+      aqueduct: AQUEDUCT,
+      limiter: true,
+      logDir: services.logDir,
+    });
+    const burstReference = {
+      events: total,
+      requestEnvelopeRatio: reference.requestEnvelopeRatio,
+      envelopeUnused: {
+        fcm: reference.perProvider.fcm.envelopeUnused,
+        apns: reference.perProvider.apns.envelopeUnused,
+      },
+      provider429: reference.provider429,
+      lost: reference.lost,
+      duplicates: reference.duplicates,
+    };
     const notes: string[] = [];
     return {
       scenario: 'tenants',
@@ -160,8 +201,9 @@ export async function runTenantsBench(options: {
       },
       unfair,
       fair,
+      burstReference,
       notes,
-      targets: targetsOf(fair),
+      targets: targetsOf(fair, burstReference.requestEnvelopeRatio),
     };
   } finally {
     await services.stop();
@@ -169,7 +211,7 @@ export async function runTenantsBench(options: {
 }
 
 /** The issue's targets, on the fair variant. */
-function targetsOf(fair: TenantsVariant): TenantsBenchResult['targets'] {
+function targetsOf(fair: TenantsVariant, burstEnvelope: number): TenantsBenchResult['targets'] {
   const p99 = Math.max(...SMALL_TENANTS.map((t) => fair.tenants[t]?.p99Ms ?? Number.POSITIVE_INFINITY));
   return {
     fairShareRatio: { target: '≥ 0.9 (fair)', value: fair.fairShareRatio, met: fair.fairShareRatio >= 0.9 },
@@ -177,6 +219,11 @@ function targetsOf(fair: TenantsVariant): TenantsBenchResult['targets'] {
     provider429: { target: '= 0 (fair)', value: fair.provider429, met: fair.provider429 === 0 },
     lost: { target: '= 0 (fair)', value: fair.lost, met: fair.lost === 0 },
     duplicates: { target: '= 0 (fair)', value: fair.duplicates, met: fair.duplicates === 0 },
+    requestEnvelopeRatio: {
+      target: `≥ the burst reference's ${burstEnvelope} (fair)`,
+      value: fair.requestEnvelopeRatio,
+      met: fair.requestEnvelopeRatio >= burstEnvelope,
+    },
   };
 }
 
@@ -206,6 +253,10 @@ function variant(result: BurstResult, smallRate: number): TenantsVariant {
     lost: result.lost,
     duplicates: result.duplicates,
     requestEnvelopeRatio: result.requestEnvelopeRatio,
+    envelopeUnused: {
+      fcm: result.perProvider.fcm.envelopeUnused,
+      apns: result.perProvider.apns.envelopeUnused,
+    },
     redisCallsPerPush: result.redisCallsPerPush,
     seconds: result.seconds,
     contendedSeconds: phase ? { from: round(phase.fromMs / 1000), to: round(phase.toMs / 1000) } : null,
@@ -232,17 +283,22 @@ export function tenantsTable(result: TenantsBenchResult): string {
   return [
     '| variant | fairShareRatio | delivered rate A · B · C (contended phase) | p99 ms B · C | requestEnvelopeRatio | 429s | lost | duplicates |',
     '| --- | ---: | --- | --- | ---: | ---: | ---: | ---: |',
-    row('unfair (as it is)', result.unfair),
+    row('unfair (first come, first served)', result.unfair),
     row('fair', result.fair),
+    ...(result.burstReference
+      ? [
+          `| burst reference (${result.burstReference.events} at once, no tenants) | | | | ${result.burstReference.requestEnvelopeRatio} | ${result.burstReference.provider429} | ${result.burstReference.lost} | ${result.burstReference.duplicates} |`,
+        ]
+      : []),
     '',
-    '| run | load (1 min) | unfair: fairShareRatio · p99 ms B · C · envelope · 429s · lost · duplicates | fair: the same |',
-    '| --- | ---: | --- | --- |',
+    '| run | load (1 min) | unfair: fairShareRatio · p99 ms B · C · envelope · 429s · lost · duplicates | fair: the same | burst reference envelope |',
+    '| --- | ---: | --- | --- | ---: |',
     ...result.runs.map((run, i) => {
       const cell = (v: TenantsRun['unfair'] | null) =>
         v === null
           ? 'not built'
           : `${v.fairShareRatio} · ${SMALL_TENANTS.map((t) => v.p99Ms[t] ?? '–').join(' · ')} · ${v.requestEnvelopeRatio} · ${v.provider429} · ${v.lost} · ${v.duplicates}`;
-      return `| ${i + 1} (${run.measuredAt.slice(0, 16)}) | ${run.loadAverage} | ${cell(run.unfair)} | ${cell(run.fair)} |`;
+      return `| ${i + 1} (${run.measuredAt.slice(0, 16)}) | ${run.loadAverage} | ${cell(run.unfair)} | ${cell(run.fair)} | ${run.burstRequestEnvelopeRatio ?? '–'} |`;
     }),
   ].join('\n');
 }
@@ -265,6 +321,9 @@ export async function main(): Promise<void> {
   const run: TenantsRun = {
     measuredAt: result.measuredAt,
     loadAverage: Math.round((loadavg()[0] ?? 0) * 100) / 100,
+    ...(result.burstReference
+      ? { burstRequestEnvelopeRatio: result.burstReference.requestEnvelopeRatio }
+      : {}),
     unfair: headline(result.unfair) as TenantsRun['unfair'],
     fair: headline(result.fair),
   };

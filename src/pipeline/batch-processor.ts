@@ -61,6 +61,9 @@ export interface BatchProcessorDeps {
   observer: PipelineObserver;
 }
 
+/** Fewest events of a batch whose mix of tenants is taken for the mix of the backlog behind it. */
+const MIN_BATCH_FOR_BACKLOG_DEMAND = 100;
+
 /** The class of tokens a send takes (see TokenPoolOptions.priority). */
 export type TokenPriority = 'normal' | 'low';
 
@@ -365,13 +368,15 @@ export class BatchProcessor {
   }
 
   /**
-   * Tells the tenant shares how many events wait in a main-topic partition behind this batch (its lag),
-   * split among the providers and tenants as the batch's events are: a tenant whose events fill the
-   * batch is taken to fill the backlog too, and asks for all of it.
+   * Tells the tenant shares how many events wait in a partition behind this batch (its lag), split among
+   * the providers and tenants as the batch's events are: a tenant whose events fill the batch is taken
+   * to fill the backlog too, and asks for all of it. In the main topic a backlog is also a shortage (see
+   * TenantShares.backlogged); in the deferred topic it is the parked tenants' demand only.
    */
   private noteBacklog(state: PartitionState, batch: EachBatchPayload['batch'], items: readonly Item[]): void {
     const shares = this.deps.shares;
-    if (!shares || !this.parks(state) || items.length === 0) return;
+    const parks = this.parks(state);
+    if (!shares || !(parks || this.readsParked(state)) || items.length === 0) return;
     const lag = Number(batch.offsetLag());
     if (!(lag > 0)) return;
     const perTenant = new Map<string, { platform: string; tenant: string; count: number }>();
@@ -387,10 +392,11 @@ export class BatchProcessor {
     const perProvider = new Map<string, number>();
     for (const { platform, tenant, count } of perTenant.values()) {
       const waiting = (lag * count) / items.length;
-      shares.demanded(platform, tenant, waiting, now);
+      // A few events are no sample of what waits behind them (a fetch cut short): no one is charged.
+      if (items.length >= MIN_BATCH_FOR_BACKLOG_DEMAND) shares.demanded(platform, tenant, waiting, now);
       perProvider.set(platform, (perProvider.get(platform) ?? 0) + waiting);
     }
-    for (const [platform, waiting] of perProvider) shares.backlogged(platform, waiting, now);
+    if (parks) for (const [platform, waiting] of perProvider) shares.backlogged(platform, waiting, now);
   }
 
   /** Whether this partition is of the deferred topic (with fairness on): parked events read back. */
@@ -439,19 +445,16 @@ export class BatchProcessor {
       if (item.notBefore > now || seenIds.has(item.dedupeKey)) continue;
       seenIds.add(item.dedupeKey);
       const event = item.decoded.event;
-      if (shares && event.tenant !== undefined && (parks || readingParked)) {
-        if (readingParked) shares.readParked(event.platform, event.tenant, now);
-        else {
-          const key = `${event.platform}:${event.tenant}`;
-          let over = overShare.get(key);
-          if (over === undefined) {
-            over = shares.isOverShare(event.platform, event.tenant, now);
-            overShare.set(key, over);
-          }
-          if (over || state.mustPark(item)) {
-            plan.parked.push({ item, event });
-            continue;
-          }
+      if (shares && event.tenant !== undefined && parks) {
+        const key = `${event.platform}:${event.tenant}`;
+        let over = overShare.get(key);
+        if (over === undefined) {
+          over = shares.isOverShare(event.platform, event.tenant, now);
+          overShare.set(key, over);
+        }
+        if (over || state.mustPark(item)) {
+          plan.parked.push({ item, event });
+          continue;
         }
       }
       const pool = this.deps.poolFor(event, readingParked ? 'low' : 'normal');

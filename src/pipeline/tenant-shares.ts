@@ -12,9 +12,9 @@
  *
  * A tenant is over its share when the provider was short within the horizon and the tenant's demand is
  * above its weighted max-min share of the budget (water-filling: every tenant asking for less than an
- * equal weighted split gets what it asks for, the rest is split among the others by weight); or while
- * its events are being read back from the deferred topic (a tenant with a parked backlog keeps parking,
- * so that its newer events do not overtake the older ones ahead of the other tenants).
+ * equal weighted split gets what it asks for, the rest is split among the others by weight). A tenant's
+ * parked backlog counts in its demand too (its part of the deferred topic's lag), so a tenant with a
+ * parked backlog keeps parking: its newer events do not overtake the older ones ahead of the others.
  *
  * Events without a tenant are never over a share: they are one deployment's own traffic, with nobody to
  * be fair to, and parking them would only cost Kafka writes.
@@ -51,6 +51,10 @@ class DecayingRate {
     this.at = now;
   }
 
+  /**
+   * Counts per second, lagging behind a change by about the time constant (demand and budget alike, so
+   * that their ratio, which decides the shares, is right from the start).
+   */
   perSecond(now: number): number {
     return (this.decayed(now) * 1000) / this.tauMs;
   }
@@ -64,8 +68,6 @@ class DecayingRate {
 
 interface TenantState {
   demand: DecayingRate;
-  /** When its events were last read from the deferred topic (epoch ms, 0: never). */
-  parkedReadAt: number;
 }
 
 interface ProviderState {
@@ -116,18 +118,12 @@ export class TenantShares {
     if (waiting > (state.budget.perSecond(now) * this.horizonMs) / 2000) state.shortAt = now;
   }
 
-  /** Events of `tenant` were read back from the deferred topic. */
-  readParked(provider: string, tenant: string, now = Date.now()): void {
-    this.tenant(provider, tenant).parkedReadAt = now;
-  }
-
   /** Whether `tenant`'s events for `provider` are over its share now (see the module comment). */
   isOverShare(provider: string, tenant: string | undefined, now = Date.now()): boolean {
     if (tenant === undefined) return false;
     const state = this.providers.get(provider);
     const own = state?.tenants.get(tenant);
     if (!state || !own) return false;
-    if (own.parkedReadAt > 0 && now - own.parkedReadAt < this.horizonMs) return true;
     if (state.shortAt === 0 || now - state.shortAt >= this.horizonMs) return false;
     const shares = this.sharesOf(state, this.budgetOf(provider, state, now), now);
     return own.demand.perSecond(now) > (shares.get(tenant) ?? 0);
@@ -153,7 +149,7 @@ export class TenantShares {
     const demands: Array<{ tenant: string; demand: number; weight: number }> = [];
     for (const [tenant, entry] of state.tenants) {
       const demand = entry.demand.perSecond(now);
-      if (demand < IDLE_DEMAND_PER_SECOND && now - entry.parkedReadAt >= this.horizonMs) {
+      if (demand < IDLE_DEMAND_PER_SECOND) {
         state.tenants.delete(tenant);
         continue;
       }
@@ -189,7 +185,7 @@ export class TenantShares {
     const tenants = this.provider(provider).tenants;
     let state = tenants.get(tenant);
     if (!state) {
-      state = { demand: new DecayingRate(this.horizonMs), parkedReadAt: 0 };
+      state = { demand: new DecayingRate(this.horizonMs) };
       tenants.set(tenant, state);
     }
     return state;

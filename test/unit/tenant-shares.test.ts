@@ -69,13 +69,35 @@ describe('TenantShares', () => {
     expect(plain.isOverShare('fcm', 'B', now)).toBe(true);
   });
 
-  it('a tenant whose parked events are being read back stays over its share; events without a tenant never are', () => {
-    const shares = new TenantShares({ horizonMs: 2000 });
-    const now = steady(shares, { A: 10, '': 5000 }, 800, 10, 1_000_000, false);
-    shares.readParked('fcm', 'A', now);
-    expect(shares.isOverShare('fcm', 'A', now + 1000)).toBe(true);
-    expect(shares.isOverShare('fcm', 'A', now + 2500)).toBe(false);
+  it('events without a tenant are never over a share, though they count in the demand', () => {
+    const shares = new TenantShares();
+    const now = steady(shares, { A: 500, '': 5000 }, 800, 10);
     expect(shares.isOverShare('fcm', undefined, now)).toBe(false);
+    // Two askers, 400 each: A's 500 is over.
+    expect(shares.isOverShare('fcm', 'A', now)).toBe(true);
+  });
+
+  it('judges a small tenant against a budget only just measured by the same measure as its demand', () => {
+    const shares = new TenantShares({ horizonMs: 2000 });
+    const start = 1_000_000;
+    // 200 tokens and 2020 events in the first 250 ms: B asks for 20 of what 200 tokens serve.
+    shares.granted('fcm', 200, start);
+    shares.demanded('fcm', 'B', 20, start + 250);
+    shares.demanded('fcm', 'A', 2000, start + 250);
+    shares.wentShort('fcm', start + 250);
+    expect(shares.isOverShare('fcm', 'B', start + 250)).toBe(false);
+    expect(shares.isOverShare('fcm', 'A', start + 250)).toBe(true);
+  });
+
+  it('a backlog longer than half the horizon at the budget counts as a shortage; a shorter one does not', () => {
+    const shares = new TenantShares({ horizonMs: 2000 });
+    let now = steady(shares, { A: 1000, B: 30 }, 800, 10, 1_000_000, false);
+    shares.backlogged('fcm', 700, now);
+    expect(shares.isOverShare('fcm', 'A', now)).toBe(false);
+    now += 1;
+    shares.backlogged('fcm', 900, now);
+    expect(shares.isOverShare('fcm', 'A', now)).toBe(true);
+    expect(shares.isOverShare('fcm', 'B', now)).toBe(false);
   });
 
   it('providers are apart: a shortage of APNs tokens says nothing of FCM', () => {
