@@ -17,10 +17,10 @@ import {
   settleParked,
   settleUndecodable,
 } from './outcomes.ts';
+import type { Parking } from './parking.ts';
 import { PartitionState } from './partition-state.ts';
 import { backoffDelayMs, PauseTimers } from './pause-timers.ts';
 import { markDone, Sender } from './sender.ts';
-import { interleaveByTenant, type TenantShares } from './tenant-shares.ts';
 
 /** Options of {@link BatchProcessor}. */
 export interface BatchProcessorOptions extends ItemLimits, RetryPolicy {
@@ -30,11 +30,6 @@ export interface BatchProcessorOptions extends ItemLimits, RetryPolicy {
   failOpen: boolean;
   /** Longest fleet-wide block a project-wide 429 sets, in ms (a longer Retry-After is cut to it). */
   maxFleetBlockMs: number;
-  /**
-   * The deferred topic, where the events of a tenant over its fair share are parked (with
-   * `BatchProcessorDeps.shares`): read back with low-priority tokens, never parked again.
-   */
-  deferredTopic?: string;
 }
 
 /** The done-marks as the processor uses them (DoneStore over Redis; an in-memory one in unit tests). */
@@ -53,16 +48,13 @@ export interface BatchProcessorDeps {
    * the deferred topic take `low` priority tokens: they cannot take the reserve kept for the others.
    */
   poolFor: (event: NotificationEvent, priority: TokenPriority) => TokenPool | undefined;
-  /** Tenant fairness: who is over their share (undefined: fairness off, nothing is parked). */
-  shares?: TenantShares;
+  /** Tenant fairness: what is parked and how it is read back (undefined: fairness off, nothing is). */
+  parking?: Parking;
   /** Pauses and resumes a partition (the kafkajs consumer's own pause/resume). */
   pause: (topic: string, partition: number) => void;
   resume: (topic: string, partition: number) => void;
   observer: PipelineObserver;
 }
-
-/** Fewest events of a batch whose mix of tenants is taken for the mix of the backlog behind it. */
-const MIN_BATCH_FOR_BACKLOG_DEMAND = 100;
 
 /** The class of tokens a send takes (see TokenPoolOptions.priority). */
 export type TokenPriority = 'normal' | 'low';
@@ -134,14 +126,11 @@ export class BatchProcessor {
       state.item(message, () => {
         const item = readItem(batch.topic, batch.partition, message, this.options);
         this.deps.observer.received?.(item, batch.topic, batch.partition);
-        if (this.deps.shares && item.decoded.ok) {
-          const { platform, tenant } = item.decoded.event;
-          this.deps.shares.demanded(platform, tenant ?? '', 1);
-        }
+        if (item.decoded.ok) this.deps.parking?.read(item.decoded.event);
         return item;
       }),
     );
-    this.noteBacklog(state, payload.batch, items);
+    this.deps.parking?.backlog(batch.topic, batch, items);
     try {
       await this.dedupe(state, items);
       while (payload.isRunning() && !payload.isStale()) {
@@ -157,7 +146,7 @@ export class BatchProcessor {
         }
         // Parked events read back go one send window per fetch: kafkajs fetches again only once every
         // batch of a fetch has returned, and the main topic's batches in it must not wait for a backlog.
-        if (this.readsParked(state)) break;
+        if (this.deps.parking?.readsBack(state.topic)) break;
       }
       state.stepSucceeded();
     } catch (error) {
@@ -229,8 +218,10 @@ export class BatchProcessor {
     if (unchecked.length === 0 && !readFinished) return;
     // A message that did not decode has no (tenant, id): only its offset can have been finished before.
     // An event to be parked is looked up when it is read back, not twice.
-    const toPark = this.toPark(state, unchecked);
-    const lookedUp = toPark.length === 0 ? unchecked : unchecked.filter((item) => !toPark.includes(item));
+    const isOver = this.deps.parking?.judge(state.topic);
+    const toPark = isOver ? unchecked.filter((item) => item.decoded.ok && isOver(item.decoded.event)) : [];
+    const parked = new Set(toPark);
+    const lookedUp = parked.size === 0 ? unchecked : unchecked.filter((item) => !parked.has(item));
     const keys = lookedUp.filter((item) => item.decoded.ok).map((item) => item.dedupeKey);
     let reading: DoneReading;
     try {
@@ -247,25 +238,6 @@ export class BatchProcessor {
       reading.done.size === 0 ? [] : lookedUp.filter((item) => reading.done.has(item.dedupeKey)),
       toPark,
     );
-  }
-
-  /** Of a main-topic partition's items, the events of tenants over their share now: to be parked. */
-  private toPark(state: PartitionState, items: readonly Item[]): Item[] {
-    const shares = this.deps.shares;
-    if (!shares || !this.parks(state)) return [];
-    const now = Date.now();
-    const over = new Map<string, boolean>();
-    return items.filter((item) => {
-      if (!item.decoded.ok || item.decoded.event.tenant === undefined) return false;
-      const { platform, tenant } = item.decoded.event;
-      const key = `${platform}:${tenant}`;
-      let isOver = over.get(key);
-      if (isOver === undefined) {
-        isOver = shares.isOverShare(platform, tenant, now);
-        over.set(key, isOver);
-      }
-      return isOver;
-    });
   }
 
   /** Finishes what can be finished now: redeliveries, invalid messages, and events with tokens. */
@@ -298,7 +270,14 @@ export class BatchProcessor {
     }
     // What got no token now is parked too when its tenant turns out to be over its share.
     const unsentByPool = [...plan.byPool.keys()].map((_, i) => metered[i]?.unsent ?? []);
-    const lateParked = this.parkUnsent(state, [...plan.byPool.values()], unsentByPool);
+    const lateParked =
+      this.deps.parking?.afterSends(
+        state.topic,
+        [...plan.byPool.values()].map((group, i) => ({
+          entries: group.entries,
+          unsent: unsentByPool[i] ?? [],
+        })),
+      ) ?? [];
     for (const { item, event } of [...plan.parked, ...lateParked.flat()]) {
       this.deps.observer.parked?.(event, item);
       settled.push({ item, settlement: settleParked(item, this.origin(state, item)) });
@@ -341,79 +320,6 @@ export class BatchProcessor {
     return { finished: finished.length, starved };
   }
 
-  /**
-   * Tells the tenant shares what each bucket group got, and picks, of what got no token in a partition
-   * of the main topic, the events of tenants now over their share: they are parked rather than left to
-   * hold the partition (one list per group, in the groups' order).
-   */
-  private parkUnsent(
-    state: PartitionState,
-    groups: readonly PoolGroup[],
-    unsent: readonly Sendable[][],
-  ): Sendable[][] {
-    const shares = this.deps.shares;
-    if (!shares) return [];
-    const now = Date.now();
-    for (const [i, group] of groups.entries()) {
-      const platform = group.entries[0]?.event.platform;
-      if (!platform) continue;
-      const unmet = unsent[i]?.length ?? 0;
-      shares.granted(platform, group.entries.length - unmet, now);
-      if (unmet > 0) shares.wentShort(platform, now);
-    }
-    if (!this.parks(state)) return [];
-    return unsent.map((entries) =>
-      entries.filter(({ event }) => shares.isOverShare(event.platform, event.tenant, now)),
-    );
-  }
-
-  /**
-   * Tells the tenant shares how many events wait in a partition behind this batch (its lag), split among
-   * the providers and tenants as the batch's events are: a tenant whose events fill the batch is taken
-   * to fill the backlog too, and asks for all of it. In the main topic a backlog is also a shortage (see
-   * TenantShares.backlogged); in the deferred topic it is the parked tenants' demand only.
-   */
-  private noteBacklog(state: PartitionState, batch: EachBatchPayload['batch'], items: readonly Item[]): void {
-    const shares = this.deps.shares;
-    const parks = this.parks(state);
-    if (!shares || !(parks || this.readsParked(state)) || items.length === 0) return;
-    const lag = Number(batch.offsetLag());
-    if (!(lag > 0)) return;
-    const perTenant = new Map<string, { platform: string; tenant: string; count: number }>();
-    for (const item of items) {
-      if (!item.decoded.ok || item.decoded.event.tenant === undefined) continue;
-      const { platform, tenant } = item.decoded.event;
-      const key = `${platform}:${tenant}`;
-      const entry = perTenant.get(key) ?? { platform, tenant, count: 0 };
-      entry.count++;
-      perTenant.set(key, entry);
-    }
-    const now = Date.now();
-    const perProvider = new Map<string, number>();
-    for (const { platform, tenant, count } of perTenant.values()) {
-      const waiting = (lag * count) / items.length;
-      // A few events are no sample of what waits behind them (a fetch cut short): no one is charged.
-      if (items.length >= MIN_BATCH_FOR_BACKLOG_DEMAND) shares.demanded(platform, tenant, waiting, now);
-      perProvider.set(platform, (perProvider.get(platform) ?? 0) + waiting);
-    }
-    if (parks) for (const [platform, waiting] of perProvider) shares.backlogged(platform, waiting, now);
-  }
-
-  /** Whether this partition is of the deferred topic (with fairness on): parked events read back. */
-  private readsParked(state: PartitionState): boolean {
-    return this.deps.shares !== undefined && state.topic === this.options.deferredTopic;
-  }
-
-  /** Whether events over their tenant's share are parked from this partition: only from the main topic. */
-  private parks(state: PartitionState): boolean {
-    return (
-      this.deps.shares !== undefined &&
-      this.options.deferredTopic !== undefined &&
-      state.topic !== this.options.retryTopic &&
-      state.topic !== this.options.deferredTopic
-    );
-  }
-
   /** Sorts a step's open items: what is skipped, dead-lettered, and sent (by pool, up to maxPerStep each). */
   private plan(state: PartitionState, open: readonly Item[]): StepPlan {
     const now = Date.now();
@@ -426,10 +332,9 @@ export class BatchProcessor {
       parked: [],
       at: now,
     };
-    const shares = this.deps.shares;
-    const parks = this.parks(state);
-    const readingParked = this.readsParked(state);
-    const overShare = new Map<string, boolean>();
+    const parking = this.deps.parking;
+    const isOver = parking?.judge(state.topic, now);
+    const readingBack = parking?.readsBack(state.topic) ?? false;
     const seenIds = new Set<string>();
     const perDevice = new Map<string, number>();
     for (const item of open) {
@@ -445,19 +350,11 @@ export class BatchProcessor {
       if (item.notBefore > now || seenIds.has(item.dedupeKey)) continue;
       seenIds.add(item.dedupeKey);
       const event = item.decoded.event;
-      if (shares && event.tenant !== undefined && parks) {
-        const key = `${event.platform}:${event.tenant}`;
-        let over = overShare.get(key);
-        if (over === undefined) {
-          over = shares.isOverShare(event.platform, event.tenant, now);
-          overShare.set(key, over);
-        }
-        if (over || state.mustPark(item)) {
-          plan.parked.push({ item, event });
-          continue;
-        }
+      if (isOver?.(event) || state.mustPark(item)) {
+        plan.parked.push({ item, event });
+        continue;
       }
-      const pool = this.deps.poolFor(event, readingParked ? 'low' : 'normal');
+      const pool = this.deps.poolFor(event, readingBack ? 'low' : 'normal');
       const group = pool ? (plan.byPool.get(pool) ?? { entries: [], urgent: 0 }) : undefined;
       const entries = group ? group.entries : plan.unmetered;
       if (entries.length >= this.options.maxPerStep) continue;
@@ -481,19 +378,9 @@ export class BatchProcessor {
     }
     // Read back from the deferred topic, a group's tokens are split among its tenants max-min fairly,
     // one send window per step (see eachBatch); the rest waits for the next.
-    if (readingParked && shares) {
-      for (const [pool, group] of plan.byPool) {
-        const rest = interleaveByTenant(
-          group.entries.slice(group.urgent),
-          (entry) => entry.event.tenant,
-          (tenant) => shares.weightOf(tenant),
-        );
-        group.entries = [...group.entries.slice(0, group.urgent), ...rest].slice(
-          0,
-          Math.max(pool.window, group.urgent),
-        );
-      }
-    }
+    if (readingBack && parking)
+      for (const [pool, group] of plan.byPool)
+        group.entries = parking.readBackWindow(group.entries, group.urgent, pool.window);
     return plan;
   }
 

@@ -17,6 +17,7 @@ import {
 import { DoneStore } from './done-store.ts';
 import { noopObserver, type PipelineObserver } from './observer.ts';
 import { OutcomeWriter } from './outcome-writer.ts';
+import { Parking } from './parking.ts';
 import { TenantPools } from './tenant-pools.ts';
 import { TenantShares } from './tenant-shares.ts';
 
@@ -91,13 +92,16 @@ export class NotificationConsumer {
         poolFor: (event, priority) => this.poolFor(event, priority),
         ...(this.options.fairness.enabled
           ? {
-              shares: new TenantShares({
-                weights: this.options.fairness.weights,
-                nominalRates: new Map([
-                  ['fcm', this.options.limits.fcm.rate],
-                  ['apns', this.options.limits.apns.rate],
-                ]),
-              }),
+              parking: new Parking(
+                new TenantShares({
+                  weights: this.options.fairness.weights,
+                  nominalRates: new Map([
+                    ['fcm', this.options.limits.fcm.rate],
+                    ['apns', this.options.limits.apns.rate],
+                  ]),
+                }),
+                this.topics,
+              ),
             }
           : {}),
         pause: (topic, partition) => this.consumer.pause([{ topic, partitions: [partition] }]),
@@ -106,7 +110,6 @@ export class NotificationConsumer {
       },
       {
         retryTopic: this.topics.retry,
-        deferredTopic: this.topics.deferred,
         maxMessageBytes: this.options.maxMessageBytes,
         maxHeaderBytes: this.options.maxHeaderBytes,
         maxAttempts: this.options.maxAttempts,

@@ -11,6 +11,7 @@ import {
 import type { DoneMark, DoneReading, FinalOutcome, PartitionRef } from '../../src/pipeline/done-store.ts';
 import type { PipelineObserver } from '../../src/pipeline/observer.ts';
 import type { OutcomeRecord } from '../../src/pipeline/outcome-writer.ts';
+import { Parking } from '../../src/pipeline/parking.ts';
 import { TenantShares } from '../../src/pipeline/tenant-shares.ts';
 import type { PushOutcome, PushProvider, PushRequest } from '../../src/providers/types.ts';
 
@@ -222,7 +223,7 @@ function rig({ tokens = 1000, answer, failingWrites = [], options = {}, shares }
         priorities.push(priority);
         return pool;
       },
-      ...(shares ? { shares } : {}),
+      ...(shares ? { parking: new Parking(shares, { retry: RETRY_TOPIC, deferred: DEFERRED_TOPIC }) } : {}),
       pause: (topic, partition) => pauses.push(`pause ${topic}:${partition}`),
       resume: (topic, partition) => pauses.push(`resume ${topic}:${partition}`),
       observer,
@@ -237,7 +238,6 @@ function rig({ tokens = 1000, answer, failingWrites = [], options = {}, shares }
       maxFleetBlockMs: 60_000,
       maxPerStep: 2000,
       failOpen: false,
-      ...(shares ? { deferredTopic: DEFERRED_TOPIC } : {}),
       ...options,
     },
   );
