@@ -217,9 +217,10 @@ export class BatchProcessor {
     const readFinished = state.needsFinishedRead();
     if (unchecked.length === 0 && !readFinished) return;
     // A message that did not decode has no (tenant, id): only its offset can have been finished before.
-    // An event to be parked is looked up when it is read back, not twice.
-    const isOver = this.deps.parking?.judge(state.topic);
-    const toPark = isOver ? unchecked.filter((item) => item.decoded.ok && isOver(item.decoded.event)) : [];
+    // An event to be parked is looked up when it is read back, not twice; but a tenant over its share
+    // may send one window of low-priority tokens per provider at once when they are there (see plan),
+    // and those are looked up.
+    const toPark = this.toPark(state, unchecked);
     const parked = new Set(toPark);
     const lookedUp = parked.size === 0 ? unchecked : unchecked.filter((item) => !parked.has(item));
     const keys = lookedUp.filter((item) => item.decoded.ok).map((item) => item.dedupeKey);
@@ -240,6 +241,25 @@ export class BatchProcessor {
     );
   }
 
+  /**
+   * Of a main-topic partition's unchecked items, those of tenants over their share beyond the first
+   * send window per provider: they will be parked whatever happens.
+   */
+  private toPark(state: PartitionState, items: readonly Item[]): Item[] {
+    const isOver = this.deps.parking?.judge(state.topic);
+    if (!isOver) return [];
+    const direct = new Map<string, number>();
+    return items.filter((item) => {
+      if (!item.decoded.ok || !isOver(item.decoded.event)) return false;
+      const event = item.decoded.event;
+      const window = this.deps.poolFor(event, 'low')?.window ?? 0;
+      const taken = direct.get(event.platform) ?? 0;
+      if (taken >= window) return true;
+      direct.set(event.platform, taken + 1);
+      return false;
+    });
+  }
+
   /** Finishes what can be finished now: redeliveries, invalid messages, and events with tokens. */
   private async step(state: PartitionState, open: readonly Item[]): Promise<StepResult> {
     const plan = this.plan(state, open);
@@ -254,6 +274,19 @@ export class BatchProcessor {
       this.deps.observer.deferred?.(event, item, notBefore);
       settled.push({ item, settlement: settleDeferred(item, this.origin(state, item), notBefore) });
     }
+    // What is parked at once is written while the sends go on: the partition is not held by both.
+    const parkedAtOnce = plan.parked.map(({ item, event }) => {
+      this.deps.observer.parked?.(event, item);
+      return { item, settlement: settleParked(item, this.origin(state, item)) };
+    });
+    const parkedWritten =
+      parkedAtOnce.length === 0
+        ? Promise.resolve()
+        : this.deps.outcomes.write(
+            parkedAtOnce.flatMap(({ settlement: s }): OutcomeRecord[] => (s.record ? [s.record] : [])),
+          );
+    // Awaited below; a failure here must not go unhandled meanwhile.
+    parkedWritten.catch(() => {});
     const [unmetered, ...metered] = await Promise.all([
       this.sender.sendUnmetered(state, plan.unmetered),
       ...[...plan.byPool].map(([pool, group]) =>
@@ -278,7 +311,7 @@ export class BatchProcessor {
           unsent: unsentByPool[i] ?? [],
         })),
       ) ?? [];
-    for (const { item, event } of [...plan.parked, ...lateParked.flat()]) {
+    for (const { item, event } of lateParked.flat()) {
       this.deps.observer.parked?.(event, item);
       settled.push({ item, settlement: settleParked(item, this.origin(state, item)) });
     }
@@ -290,9 +323,13 @@ export class BatchProcessor {
     // follow without being waited for (see markDone). Deliveries were marked by the sender already: if
     // writing the other records fails, a re-read must not push them again. Records are the outcome of
     // the rest, so those are marked done only once their records are on the topics.
-    await this.deps.outcomes.write(
-      settled.flatMap(({ settlement: s }): OutcomeRecord[] => (s.record ? [s.record] : [])),
-    );
+    await Promise.all([
+      parkedWritten,
+      this.deps.outcomes.write(
+        settled.flatMap(({ settlement: s }): OutcomeRecord[] => (s.record ? [s.record] : [])),
+      ),
+    ]);
+    settled.push(...parkedAtOnce);
     markDone(
       this.deps,
       settled.flatMap(({ item, settlement }): DoneMark[] =>
@@ -350,11 +387,17 @@ export class BatchProcessor {
       if (item.notBefore > now || seenIds.has(item.dedupeKey)) continue;
       seenIds.add(item.dedupeKey);
       const event = item.decoded.event;
-      if (isOver?.(event) || state.mustPark(item)) {
+      // A tenant over its share sends at most one window of low-priority tokens that are there now (the
+      // rest of the window is parked after the sends); the rest is parked at once.
+      const over = isOver?.(event) ?? false;
+      const pool = this.deps.poolFor(event, readingBack || over ? 'low' : 'normal');
+      if (
+        state.mustPark(item) ||
+        (over && (!pool || (plan.byPool.get(pool)?.entries.length ?? 0) >= pool.window))
+      ) {
         plan.parked.push({ item, event });
         continue;
       }
-      const pool = this.deps.poolFor(event, readingBack ? 'low' : 'normal');
       const group = pool ? (plan.byPool.get(pool) ?? { entries: [], urgent: 0 }) : undefined;
       const entries = group ? group.entries : plan.unmetered;
       if (entries.length >= this.options.maxPerStep) continue;

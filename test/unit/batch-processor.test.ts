@@ -632,7 +632,7 @@ describe('BatchProcessor', () => {
       expect(again.calls.resolved).toEqual(['51']);
     });
 
-    it('from then on parks the tenant at once, without taking tokens for it', async () => {
+    it('from then on parks the tenant at once beyond one window, which takes low-priority tokens if there are any', async () => {
       const shares = new TenantShares();
       const r = rig({ tokens: 5, shares });
       const first = payloadOf(
@@ -640,16 +640,22 @@ describe('BatchProcessor', () => {
         Array.from({ length: 30 }, (_, i) => message(i, tenantEvent('A', `a${i}`))),
       );
       await r.processor.eachBatch(first.payload);
-      const sentBefore = r.providers.fcm.sent.length;
+      expect(r.providers.fcm.sent).toHaveLength(5);
+      expect(r.outcomes.records.filter((record) => record.kind === 'parked')).toHaveLength(25);
+
+      // The pool's dry spell over and tokens there: one window (16) is sent, the other 14 are parked.
+      r.source.tokens = 1000;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      r.priorities.length = 0;
       const second = payloadOf(
         TOPIC,
         Array.from({ length: 30 }, (_, i) => message(30 + i, tenantEvent('A', `a${30 + i}`))),
       );
-      r.source.tokens = 1000;
       await r.processor.eachBatch(second.payload);
-      expect(r.providers.fcm.sent.length).toBe(sentBefore);
+      expect(r.providers.fcm.sent.slice(5)).toEqual(Array.from({ length: 16 }, (_, i) => `a${30 + i}`));
+      expect(new Set(r.priorities)).toEqual(new Set(['low']));
       expect(second.calls.resolved).toEqual(['59']);
-      expect(r.outcomes.records.filter((record) => record.kind === 'parked')).toHaveLength(55);
+      expect(r.outcomes.records.filter((record) => record.kind === 'parked')).toHaveLength(25 + 14);
     });
 
     it('never parks events without a tenant, nor from the retry topic', async () => {
