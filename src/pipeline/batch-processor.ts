@@ -217,10 +217,9 @@ export class BatchProcessor {
     const readFinished = state.needsFinishedRead();
     if (unchecked.length === 0 && !readFinished) return;
     // A message that did not decode has no (tenant, id): only its offset can have been finished before.
-    // An event to be parked is looked up when it is read back, not twice; but a tenant over its share
-    // may send one window of low-priority tokens per provider at once when they are there (see plan),
-    // and those are looked up.
-    const toPark = this.toPark(state, unchecked);
+    // An event to be parked is looked up when it is read back, not twice.
+    const isOver = this.deps.parking?.judge(state.topic);
+    const toPark = isOver ? unchecked.filter((item) => item.decoded.ok && isOver(item.decoded.event)) : [];
     const parked = new Set(toPark);
     const lookedUp = parked.size === 0 ? unchecked : unchecked.filter((item) => !parked.has(item));
     const keys = lookedUp.filter((item) => item.decoded.ok).map((item) => item.dedupeKey);
@@ -239,25 +238,6 @@ export class BatchProcessor {
       reading.done.size === 0 ? [] : lookedUp.filter((item) => reading.done.has(item.dedupeKey)),
       toPark,
     );
-  }
-
-  /**
-   * Of a main-topic partition's unchecked items, those of tenants over their share beyond the first
-   * send window per provider: they will be parked whatever happens.
-   */
-  private toPark(state: PartitionState, items: readonly Item[]): Item[] {
-    const isOver = this.deps.parking?.judge(state.topic);
-    if (!isOver) return [];
-    const direct = new Map<string, number>();
-    return items.filter((item) => {
-      if (!item.decoded.ok || !isOver(item.decoded.event)) return false;
-      const event = item.decoded.event;
-      const window = this.deps.poolFor(event, 'low')?.window ?? 0;
-      const taken = direct.get(event.platform) ?? 0;
-      if (taken >= window) return true;
-      direct.set(event.platform, taken + 1);
-      return false;
-    });
   }
 
   /** Finishes what can be finished now: redeliveries, invalid messages, and events with tokens. */
@@ -387,17 +367,11 @@ export class BatchProcessor {
       if (item.notBefore > now || seenIds.has(item.dedupeKey)) continue;
       seenIds.add(item.dedupeKey);
       const event = item.decoded.event;
-      // A tenant over its share sends at most one window of low-priority tokens that are there now (the
-      // rest of the window is parked after the sends); the rest is parked at once.
-      const over = isOver?.(event) ?? false;
-      const pool = this.deps.poolFor(event, readingBack || over ? 'low' : 'normal');
-      if (
-        state.mustPark(item) ||
-        (over && (!pool || (plan.byPool.get(pool)?.entries.length ?? 0) >= pool.window))
-      ) {
+      if (isOver?.(event) || state.mustPark(item)) {
         plan.parked.push({ item, event });
         continue;
       }
+      const pool = this.deps.poolFor(event, readingBack ? 'low' : 'normal');
       const group = pool ? (plan.byPool.get(pool) ?? { entries: [], urgent: 0 }) : undefined;
       const entries = group ? group.entries : plan.unmetered;
       if (entries.length >= this.options.maxPerStep) continue;
