@@ -52,7 +52,17 @@ export class NotificationConsumer {
   private restartTimer: NodeJS.Timeout | undefined;
   private restarting: Promise<void> | undefined;
 
-  private constructor(options: NotificationConsumerOptions, deps: ConsumerDeps, producer: Producer) {
+  /** Tenant fairness (undefined when off). */
+  private readonly parking: Parking | undefined;
+  /** Partitions of the main topic. */
+  private readonly partitionCount: number;
+
+  private constructor(
+    options: NotificationConsumerOptions,
+    deps: ConsumerDeps,
+    producer: Producer,
+    partitionCount: number,
+  ) {
     this.options = withTuningDefaults(options);
     this.deps = deps;
     this.topics = options.topics;
@@ -71,6 +81,19 @@ export class NotificationConsumer {
     });
     const observer = deps.observer ?? noopObserver;
     this.observer = observer;
+    this.partitionCount = partitionCount;
+    this.parking = this.options.fairness.enabled
+      ? new Parking(
+          new TenantShares({
+            weights: this.options.fairness.weights,
+            nominalRates: new Map([
+              ['fcm', this.options.limits.fcm.rate],
+              ['apns', this.options.limits.apns.rate],
+            ]),
+          }),
+          this.topics,
+        )
+      : undefined;
     const doneStore = new DoneStore(deps.redis, {
       prefix: this.options.redisPrefix,
       groupId: this.options.groupId,
@@ -90,20 +113,7 @@ export class NotificationConsumer {
         doneStore,
         outcomes: new OutcomeWriter(producer, this.topics),
         poolFor: (event, priority) => this.poolFor(event, priority),
-        ...(this.options.fairness.enabled
-          ? {
-              parking: new Parking(
-                new TenantShares({
-                  weights: this.options.fairness.weights,
-                  nominalRates: new Map([
-                    ['fcm', this.options.limits.fcm.rate],
-                    ['apns', this.options.limits.apns.rate],
-                  ]),
-                }),
-                this.topics,
-              ),
-            }
-          : {}),
+        ...(this.parking ? { parking: this.parking } : {}),
         pause: (topic, partition) => this.consumer.pause([{ topic, partitions: [partition] }]),
         resume: (topic, partition) => this.consumer.resume([{ topic, partitions: [partition] }]),
         observer,
@@ -130,6 +140,7 @@ export class NotificationConsumer {
     const { topics } = options;
     const admin = deps.kafka.admin();
     await admin.connect();
+    let numPartitions = 1;
     try {
       const existing = new Set(await admin.listTopics());
       if (!existing.has(topics.main)) {
@@ -138,7 +149,7 @@ export class NotificationConsumer {
         );
       }
       const [metadata] = (await admin.fetchTopicMetadata({ topics: [topics.main] })).topics;
-      const numPartitions = metadata?.partitions.length ?? 1;
+      numPartitions = metadata?.partitions.length ?? 1;
       await ensureTopics(
         admin,
         [
@@ -159,7 +170,7 @@ export class NotificationConsumer {
 
     const producer = deps.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
     await producer.connect();
-    const instance = new NotificationConsumer(options, deps, producer);
+    const instance = new NotificationConsumer(options, deps, producer, numPartitions);
     await instance.run();
     return instance;
   }
@@ -185,6 +196,7 @@ export class NotificationConsumer {
       // that member may go on (until its next heartbeat, after its step: normally well under a second,
       // seconds when a provider is slow). A process's first join skips it (no extra Redis calls).
       if (this.joins++ > 0) this.processor.recheckAssignedFor(this.options.recheckAfterRejoinMs);
+      this.parking?.assigned(payload.memberAssignment[this.topics.main]?.length ?? 0, this.partitionCount);
       this.joined = true;
       logger.info(
         { assignment: payload.memberAssignment, leader: payload.isLeader },

@@ -40,6 +40,11 @@ export class Parking {
     return topic === this.topics.deferred;
   }
 
+  /** The group gave this process `assigned` of the topic's `total` partitions. */
+  assigned(assigned: number, total: number): void {
+    if (total > 0) this.shares.fleetShare(assigned / total);
+  }
+
   /** An event was read for the first time: its tenant asks for one more push. */
   read(event: NotificationEvent): void {
     this.shares.demanded(event.platform, event.tenant ?? '', 1);

@@ -30,8 +30,8 @@ export interface TenantSharesOptions {
   /** Time constant of the rates, and how long a shortage or a parked read counts, in ms. Default 2000. */
   horizonMs?: number;
   /**
-   * Each provider's configured rate (tokens/s): the budget assumed until the process has been granted
-   * tokens of its own (the most it could get).
+   * Each provider's configured rate (tokens/s), for the least budget a process assumes (see
+   * {@link TenantShares.fleetShare}).
    */
   nominalRates?: ReadonlyMap<string, number>;
 }
@@ -84,6 +84,8 @@ export class TenantShares {
   private readonly weights: ReadonlyMap<string, number>;
   private readonly horizonMs: number;
   private readonly nominalRates: ReadonlyMap<string, number>;
+  /** This process's part of the fleet (its partitions ÷ the topic's); 1 until told. */
+  private fleetPart = 1;
   private readonly providers = new Map<string, ProviderState>();
 
   constructor(options: TenantSharesOptions = {}) {
@@ -131,8 +133,19 @@ export class TenantShares {
 
   /** The tokens/s the process gets for `provider`: as granted lately, else the configured rate. */
   private budgetOf(provider: string, state: ProviderState, now: number): number {
-    const granted = state.budget.perSecond(now);
-    return granted > 0 ? granted : (this.nominalRates.get(provider) ?? 0);
+    // The grants are counted from the first one on: just after a start they are a fraction of the
+    // process's rate, and a small tenant would look over its share of that. Half the process's part of
+    // the configured rate is a floor that a share of the real budget does not fall under for long.
+    const floor = ((this.nominalRates.get(provider) ?? 0) * this.fleetPart) / 2;
+    return Math.max(state.budget.perSecond(now), floor);
+  }
+
+  /**
+   * This process holds `part` of the topic's partitions (0 to 1), so about that part of each
+   * provider's configured rate is its budget when tokens are short.
+   */
+  fleetShare(part: number): void {
+    this.fleetPart = Math.min(1, Math.max(0, part));
   }
 
   /** Weight of a tenant (1 unless configured). */

@@ -89,6 +89,25 @@ describe('TenantShares', () => {
     expect(shares.isOverShare('fcm', 'A', start + 250)).toBe(true);
   });
 
+  it("takes no less than half the process's part of the configured rate for its budget, so a first small grant does not park a small tenant", () => {
+    const judge = (part: number) => {
+      const shares = new TenantShares({ nominalRates: new Map([['fcm', 800]]) });
+      shares.fleetShare(part);
+      const now = 1_000_000;
+      shares.demanded('fcm', 'A', 6000, now);
+      shares.demanded('fcm', 'B', 20, now);
+      shares.demanded('fcm', 'C', 20, now);
+      // The first grant: 40 tokens, 20/s as the rate of the last 2 s.
+      shares.granted('fcm', 40, now);
+      shares.wentShort('fcm', now);
+      return { A: shares.isOverShare('fcm', 'A', now), B: shares.isOverShare('fcm', 'B', now) };
+    };
+    // A third of the partitions: at least 133/s, and B's 10/s is under a third of it.
+    expect(judge(1 / 3)).toEqual({ A: true, B: false });
+    // No part of the fleet known to be ours: the first grant is all there is, and B looks over its share.
+    expect(judge(0)).toEqual({ A: true, B: true });
+  });
+
   it('a backlog longer than half the horizon at the budget counts as a shortage; a shorter one does not', () => {
     const shares = new TenantShares({ horizonMs: 2000 });
     let now = steady(shares, { A: 1000, B: 30 }, 800, 10, 1_000_000, false);
