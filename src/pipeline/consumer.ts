@@ -170,6 +170,14 @@ export class NotificationConsumer {
 
     const producer = deps.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
     await producer.connect();
+    // Loads the outcome topics' metadata now (a batch without messages sends nothing): the first step
+    // that parks or retries events would otherwise wait for it while its partition holds.
+    await producer.sendBatch({
+      acks: -1,
+      topicMessages: [topics.retry, topics.deferred, topics.deadLetter, topics.invalidTokens].map(
+        (topic) => ({ topic, messages: [] }),
+      ),
+    });
     const instance = new NotificationConsumer(options, deps, producer, numPartitions);
     await instance.run();
     return instance;
