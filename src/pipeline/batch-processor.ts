@@ -56,6 +56,9 @@ export interface BatchProcessorDeps {
   observer: PipelineObserver;
 }
 
+/** How long a batch of parked events read back goes on sending before it lets kafkajs fetch again, in ms. */
+const READ_BACK_BATCH_MS = 100;
+
 /** The class of tokens a send takes (see TokenPoolOptions.priority). */
 export type TokenPriority = 'normal' | 'low';
 
@@ -121,6 +124,7 @@ export class BatchProcessor {
   /** The kafkajs `eachBatch` handler (run with `eachBatchAutoResolve: false`). */
   async eachBatch(payload: EachBatchPayload): Promise<void> {
     const { batch } = payload;
+    const started = Date.now();
     const state = this.stateOf(batch.topic, batch.partition);
     const items = batch.messages.map((message) =>
       state.item(message, () => {
@@ -144,9 +148,10 @@ export class BatchProcessor {
           this.pauseUntilReady(state, open, step.starved);
           break;
         }
-        // Parked events read back go one send window per fetch: kafkajs fetches again only once every
-        // batch of a fetch has returned, and the main topic's batches in it must not wait for a backlog.
-        if (this.deps.parking?.readsBack(state.topic)) break;
+        // Parked events read back go one send window per step, and their batch returns after a short
+        // while: kafkajs fetches again only once every batch of a fetch has returned, and the main
+        // topic's batches in it must not wait for a backlog.
+        if (this.deps.parking?.readsBack(state.topic) && Date.now() - started >= READ_BACK_BATCH_MS) break;
       }
       state.stepSucceeded();
     } catch (error) {
