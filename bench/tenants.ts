@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -81,6 +82,8 @@ export interface BurstReference {
 
 export interface TenantsRun {
   measuredAt: string;
+  /** The commit measured (with `+` when the tree had changes), or what is known of the code. */
+  code?: string;
   loadAverage: number;
   /** The burst reference's envelope (runs before it existed have none). */
   burstRequestEnvelopeRatio?: number;
@@ -298,9 +301,32 @@ export function tenantsTable(result: TenantsBenchResult): string {
         v === null
           ? 'not built'
           : `${v.fairShareRatio} · ${SMALL_TENANTS.map((t) => v.p99Ms[t] ?? '–').join(' · ')} · ${v.requestEnvelopeRatio} · ${v.provider429} · ${v.lost} · ${v.duplicates}`;
-      return `| ${i + 1} (${run.measuredAt.slice(0, 16)}) | ${run.loadAverage} | ${cell(run.unfair)} | ${cell(run.fair)} | ${run.burstRequestEnvelopeRatio ?? '–'} |`;
+      const code =
+        run.code === undefined
+          ? ''
+          : run.code.startsWith('in development')
+            ? ', in development'
+            : `, ${run.code.split(' ')[0]}`;
+      return `| ${i + 1} (${run.measuredAt.slice(0, 16)}${code}) | ${run.loadAverage} | ${cell(run.unfair)} | ${cell(run.fair)} | ${run.burstRequestEnvelopeRatio ?? '–'} |`;
     }),
   ].join('\n');
+}
+
+/** The commit the bench runs on, `+` when the work tree differs from it; undefined outside git. */
+function codeVersion(): string | undefined {
+  try {
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const dirty = execFileSync(
+      'git',
+      ['status', '--porcelain', '--untracked-files=no', '--', 'src', 'lua', 'bench', 'testkit'],
+      {
+        encoding: 'utf8',
+      },
+    ).trim();
+    return dirty ? `${commit}+` : commit;
+  } catch {
+    return undefined;
+  }
 }
 
 export async function main(): Promise<void> {
@@ -320,6 +346,7 @@ export async function main(): Promise<void> {
   };
   const run: TenantsRun = {
     measuredAt: result.measuredAt,
+    code: codeVersion(),
     loadAverage: Math.round((loadavg()[0] ?? 0) * 100) / 100,
     ...(result.burstReference
       ? { burstRequestEnvelopeRatio: result.burstReference.requestEnvelopeRatio }
