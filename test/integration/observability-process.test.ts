@@ -178,8 +178,13 @@ describe('observability of the consumer and publisher processes', () => {
       0,
     );
     expect(total(after, 'aqueduct_dead_letters_total', { reason: 'invalid-json' })).toBe(1);
-    expect(total(after, 'aqueduct_retries_total')).toBe(ledger.retried);
-    expect(ledger.retried).toBeGreaterThan(0);
+    // Retries counted against the retry topic as it is now, with everything drained: the settling ledger
+    // read the retry topic before the simulators' acceptances, so a retry written and delivered in
+    // between is in its deliveries but not in its retries.
+    const drained = await r.ledger();
+    expect(total(after, 'aqueduct_retries_total')).toBe(drained.retried);
+    expect(drained.retried).toBeGreaterThan(0);
+    expect(drained.acceptedTotal).toBe(drained.delivered.size);
     const pushes = total(after, 'aqueduct_pushes_total');
     const requested = total(after, 'aqueduct_tokens_requested_total');
     const granted = total(after, 'aqueduct_tokens_granted_total');
