@@ -442,6 +442,11 @@ export function topicsOf(config: Pick<Config, 'AQUEDUCT_TOPIC'>): Topics {
   return topicFamily(config.AQUEDUCT_TOPIC);
 }
 
+/** The topics derived from a main topic, which Aqueduct writes and creates beside it. */
+export function derivedTopics(topics: Topics): string[] {
+  return [topics.retry, topics.deferred, topics.deadLetter, topics.invalidTokens];
+}
+
 /** A main topic and the four derived from its name: `.retry`, `.deferred`, `.dlq` and `.invalid-tokens`. */
 export function topicFamily(main: string): Topics {
   return {

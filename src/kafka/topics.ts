@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import kafkajs, { type Admin, type Kafka } from 'kafkajs';
-import { topicFamily } from '../config.ts';
+import { derivedTopics, topicFamily } from '../config.ts';
 
 // kafkajs is CommonJS, and Node's ESM import sees only some of its named exports: this one is read off
 // the default export.
@@ -162,7 +162,7 @@ export async function ensureTopicFamily(
   try {
     return await ensureTopics(
       admin,
-      [topics.main, topics.retry, topics.deferred, topics.deadLetter, topics.invalidTokens].map((topic) => ({
+      [topics.main, ...derivedTopics(topics)].map((topic) => ({
         topic,
         numPartitions,
       })),

@@ -1,5 +1,5 @@
 import type { Consumer, Kafka, Producer } from 'kafkajs';
-import type { Topics } from '../config.ts';
+import { derivedTopics, type Topics } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
 import { restartable } from '../kafka/errors.ts';
 import { durabilityWarnings, ensureTopics } from '../kafka/topics.ts';
@@ -152,15 +152,10 @@ export class NotificationConsumer {
       numPartitions = metadata?.partitions.length ?? 1;
       await ensureTopics(
         admin,
-        [
-          { topic: topics.retry, numPartitions },
-          { topic: topics.deferred, numPartitions },
-          { topic: topics.deadLetter, numPartitions },
-          { topic: topics.invalidTokens, numPartitions },
-        ],
+        derivedTopics(topics).map((topic) => ({ topic, numPartitions })),
         options.topicDurability,
       );
-      const family = [topics.main, topics.retry, topics.deferred, topics.deadLetter, topics.invalidTokens];
+      const family = [topics.main, ...derivedTopics(topics)];
       for (const warning of await durabilityWarnings(admin, family, options.topicDurability)) {
         deps.logger.warn(warning);
       }
@@ -174,9 +169,7 @@ export class NotificationConsumer {
     // that parks or retries events would otherwise wait for it while its partition holds.
     await producer.sendBatch({
       acks: -1,
-      topicMessages: [topics.retry, topics.deferred, topics.deadLetter, topics.invalidTokens].map(
-        (topic) => ({ topic, messages: [] }),
-      ),
+      topicMessages: derivedTopics(topics).map((topic) => ({ topic, messages: [] })),
     });
     const instance = new NotificationConsumer(options, deps, producer, numPartitions);
     await instance.run();
