@@ -1,4 +1,5 @@
 import type { Kafka, Message, Producer, RetryOptions } from 'kafkajs';
+import { kafkaPartitioner } from '../kafka/partitioner.ts';
 import type { Logger } from '../log.ts';
 import { KafkaUnavailableError } from './kafka-unavailable.ts';
 
@@ -238,6 +239,7 @@ export class ProducerLane {
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: false,
+      createPartitioner: kafkaPartitioner,
       retry: this.retry,
     });
     this.connecting = producer.connect().then(

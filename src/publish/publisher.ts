@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { IHeaders, Kafka, Message, Producer } from 'kafkajs';
 import { describeIssues } from '../events/decode.ts';
 import { type NotificationEventInput, notificationEventSchema } from '../events/event.ts';
+import { kafkaPartitioner } from '../kafka/partitioner.ts';
 import { PublishTracing } from '../telemetry/producer-tracing.ts';
 import { isTracingEnabled } from '../telemetry/tracing.ts';
 
@@ -62,6 +63,7 @@ export async function publishEvents(
     idempotent: true,
     maxInFlightRequests: 1,
     allowAutoTopicCreation: false,
+    createPartitioner: kafkaPartitioner,
   });
   await producer.connect();
   const batchSize = options.batchSize ?? 500;

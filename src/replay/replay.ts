@@ -3,6 +3,7 @@ import type { Topics } from '../config.ts';
 import { idempotencyKey } from '../events/event.ts';
 import { retryRetriable } from '../kafka/errors.ts';
 import { HEADER, headerString } from '../kafka/headers.ts';
+import { kafkaPartitioner } from '../kafka/partitioner.ts';
 import type { DoneStore } from '../pipeline/done-store.ts';
 
 /** Options of {@link replayDeadLetters}. */
@@ -85,7 +86,12 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
 
   const producer = options.dryRun
     ? undefined
-    : kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+    : kafka.producer({
+        idempotent: true,
+        maxInFlightRequests: 1,
+        allowAutoTopicCreation: false,
+        createPartitioner: kafkaPartitioner,
+      });
   await producer?.connect();
   // A dry run reads with a group of its own, so that it never moves the real group's offsets.
   const groupId = options.dryRun
