@@ -143,7 +143,8 @@ export async function runTenantsBench(options: {
         limiter: true,
         tenants: ['A'],
         trickle: { tenants: SMALL_TENANTS, eventsPerTenant: SMALL_EVENTS, seconds },
-        env: { AQUEDUCT_TENANT_FAIRNESS: name === 'fair' ? 'true' : 'false' },
+        // The burst bench's send concurrency and acquire chunk, as the burst reference below runs with.
+        env: { ...BURST_CONDITIONS.env, AQUEDUCT_TENANT_FAIRNESS: name === 'fair' ? 'true' : 'false' },
         logDir: services.logDir,
         onTick: (s) => {
           if (s.elapsedSeconds > 0)
