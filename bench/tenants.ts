@@ -313,16 +313,25 @@ export function tenantsTable(result: TenantsBenchResult): string {
   ].join('\n');
 }
 
-/** The commit the bench runs on, `+` when the work tree differs from it; undefined outside git. */
+/** The commit the bench runs on, `+` when its code in the work tree differs from it; undefined outside git. */
 function codeVersion(): string | undefined {
   try {
     const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
     const dirty = execFileSync(
       'git',
-      ['status', '--porcelain', '--untracked-files=no', '--', 'src', 'lua', 'bench', 'testkit'],
-      {
-        encoding: 'utf8',
-      },
+      // The results the bench itself keeps writing are not code.
+      [
+        'status',
+        '--porcelain',
+        '--untracked-files=no',
+        '--',
+        'src',
+        'lua',
+        'bench',
+        'testkit',
+        ':!bench/results',
+      ],
+      { encoding: 'utf8' },
     ).trim();
     return dirty ? `${commit}+` : commit;
   } catch {
