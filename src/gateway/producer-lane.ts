@@ -1,5 +1,5 @@
 import type { Kafka, Message, Producer, RetryOptions } from 'kafkajs';
-import { kafkaPartitioner } from '../kafka/partitioner.ts';
+import { createProducer } from '../kafka/client.ts';
 import type { Logger } from '../log.ts';
 import { KafkaUnavailableError } from './kafka-unavailable.ts';
 
@@ -235,13 +235,7 @@ export class ProducerLane {
 
   private connect(): Promise<Producer> {
     if (this.connecting) return this.connecting;
-    const producer = this.kafka.producer({
-      idempotent: true,
-      maxInFlightRequests: 1,
-      allowAutoTopicCreation: false,
-      createPartitioner: kafkaPartitioner,
-      retry: this.retry,
-    });
+    const producer = createProducer(this.kafka, { allowAutoTopicCreation: false, retry: this.retry });
     this.connecting = producer.connect().then(
       () => {
         this.connecting = null;

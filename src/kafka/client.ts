@@ -1,5 +1,13 @@
-import { Kafka, type KafkaConfig, type logCreator, logLevel } from 'kafkajs';
+import {
+  Kafka,
+  type KafkaConfig,
+  type logCreator,
+  logLevel,
+  type Producer,
+  type ProducerConfig,
+} from 'kafkajs';
 import type { Logger } from '../log.ts';
+import { kafkaPartitioner } from './partitioner.ts';
 
 /**
  * kafkajs 2.2.4 sets a timer with a negative delay in its request queue on current Node versions, which
@@ -54,5 +62,21 @@ export function createKafka(options: CreateKafkaOptions): Kafka {
     ...(options.logger ? { logCreator: pinoLogCreator(options.logger) } : {}),
     retry: { initialRetryTime: 300, retries: 8 },
     ...options.extra,
+  });
+}
+
+/**
+ * The producer every Aqueduct writer uses: idempotent with one request in flight, so that a write
+ * kafkajs retries is neither duplicated nor reordered, and keys hashed by {@link kafkaPartitioner}.
+ */
+export function createProducer(
+  kafka: Kafka,
+  options: Omit<ProducerConfig, 'idempotent' | 'maxInFlightRequests' | 'createPartitioner'> = {},
+): Producer {
+  return kafka.producer({
+    ...options,
+    idempotent: true,
+    maxInFlightRequests: 1,
+    createPartitioner: kafkaPartitioner,
   });
 }

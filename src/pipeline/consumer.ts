@@ -1,8 +1,8 @@
 import type { Consumer, Kafka, Producer } from 'kafkajs';
 import { derivedTopics, type Topics } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
+import { createProducer } from '../kafka/client.ts';
 import { restartable } from '../kafka/errors.ts';
-import { kafkaPartitioner } from '../kafka/partitioner.ts';
 import { durabilityWarnings, ensureTopics } from '../kafka/topics.ts';
 import { poolKey, poolPlan } from '../limiter/pool-policy.ts';
 import { type PoolBucket, TokenPool, type TokenSource } from '../limiter/token-pool.ts';
@@ -164,11 +164,7 @@ export class NotificationConsumer {
       await admin.disconnect();
     }
 
-    const producer = deps.kafka.producer({
-      idempotent: true,
-      maxInFlightRequests: 1,
-      createPartitioner: kafkaPartitioner,
-    });
+    const producer = createProducer(deps.kafka);
     await producer.connect();
     // Loads the outcome topics' metadata now (a batch without messages sends nothing): the first step
     // that parks or retries events would otherwise wait for it while its partition holds.

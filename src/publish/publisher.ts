@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { IHeaders, Kafka, Message, Producer } from 'kafkajs';
 import { describeIssues } from '../events/decode.ts';
 import { type NotificationEventInput, notificationEventSchema } from '../events/event.ts';
-import { kafkaPartitioner } from '../kafka/partitioner.ts';
+import { createProducer } from '../kafka/client.ts';
 import { PublishTracing } from '../telemetry/producer-tracing.ts';
 import { isTracingEnabled } from '../telemetry/tracing.ts';
 
@@ -59,12 +59,7 @@ export async function publishEvents(
   events: Iterable<unknown> | AsyncIterable<unknown>,
   options: PublishOptions,
 ): Promise<PublishResult> {
-  const producer: Producer = kafka.producer({
-    idempotent: true,
-    maxInFlightRequests: 1,
-    allowAutoTopicCreation: false,
-    createPartitioner: kafkaPartitioner,
-  });
+  const producer: Producer = createProducer(kafka, { allowAutoTopicCreation: false });
   await producer.connect();
   const batchSize = options.batchSize ?? 500;
   const validate = options.validate ?? true;

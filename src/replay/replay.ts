@@ -1,9 +1,9 @@
 import type { Admin, IHeaders, Kafka, KafkaMessage, Message } from 'kafkajs';
 import type { Topics } from '../config.ts';
 import { idempotencyKey } from '../events/event.ts';
+import { createProducer } from '../kafka/client.ts';
 import { retryRetriable } from '../kafka/errors.ts';
 import { HEADER, headerString } from '../kafka/headers.ts';
-import { kafkaPartitioner } from '../kafka/partitioner.ts';
 import type { DoneStore } from '../pipeline/done-store.ts';
 
 /** Options of {@link replayDeadLetters}. */
@@ -84,14 +84,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
   const remaining = new Map([...end].filter(([partition, high]) => high > (start.get(partition) ?? 0n)));
   if (remaining.size === 0) return summary;
 
-  const producer = options.dryRun
-    ? undefined
-    : kafka.producer({
-        idempotent: true,
-        maxInFlightRequests: 1,
-        allowAutoTopicCreation: false,
-        createPartitioner: kafkaPartitioner,
-      });
+  const producer = options.dryRun ? undefined : createProducer(kafka, { allowAutoTopicCreation: false });
   await producer?.connect();
   // A dry run reads with a group of its own, so that it never moves the real group's offsets.
   const groupId = options.dryRun
