@@ -58,7 +58,9 @@ export const configSchema = z.object({
     .string()
     .min(1)
     .default('aqueduct')
-    .describe('The consumer group every instance joins.'),
+    .describe(
+      'The consumer group every instance joins, for the topic and its retry topic. Parked events are read back from the deferred topic by the group `<id>.deferred`.',
+    ),
   KAFKA_SASL_MECHANISM: z
     .enum(['plain', 'scram-sha-256', 'scram-sha-512'])
     .optional()
@@ -445,6 +447,14 @@ export function topicsOf(config: Pick<Config, 'AQUEDUCT_TOPIC'>): Topics {
 /** The topics derived from a main topic, which Aqueduct writes and creates beside it. */
 export function derivedTopics(topics: Topics): string[] {
   return [topics.retry, topics.deferred, topics.deadLetter, topics.invalidTokens];
+}
+
+/**
+ * The consumer group that reads the deferred topic back: a group of its own beside `AQUEDUCT_GROUP_ID`,
+ * so that reading parked events back never waits for the main topic's fetches, nor they for it.
+ */
+export function readBackGroupId(groupId: string): string {
+  return `${groupId}.deferred`;
 }
 
 /** A main topic and the four derived from its name: `.retry`, `.deferred`, `.dlq` and `.invalid-tokens`. */

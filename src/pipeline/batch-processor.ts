@@ -56,9 +56,6 @@ export interface BatchProcessorDeps {
   observer: PipelineObserver;
 }
 
-/** How long a batch of parked events read back goes on sending before it lets kafkajs fetch again, in ms. */
-const READ_BACK_BATCH_MS = 100;
-
 /** The class of tokens a send takes (see TokenPoolOptions.priority). */
 export type TokenPriority = 'normal' | 'low';
 
@@ -124,7 +121,6 @@ export class BatchProcessor {
   /** The kafkajs `eachBatch` handler (run with `eachBatchAutoResolve: false`). */
   async eachBatch(payload: EachBatchPayload): Promise<void> {
     const { batch } = payload;
-    const started = Date.now();
     const state = this.stateOf(batch.topic, batch.partition);
     const items = batch.messages.map((message) =>
       state.item(message, () => {
@@ -148,10 +144,6 @@ export class BatchProcessor {
           this.pauseUntilReady(state, open, step.starved);
           break;
         }
-        // Parked events read back go one send window per step, and their batch returns after a short
-        // while: kafkajs fetches again only once every batch of a fetch has returned, and the main
-        // topic's batches in it must not wait for a backlog.
-        if (this.deps.parking?.readsBack(state.topic) && Date.now() - started >= READ_BACK_BATCH_MS) break;
       }
       state.stepSucceeded();
     } catch (error) {
@@ -179,16 +171,18 @@ export class BatchProcessor {
   }
 
   /**
-   * Forgets every partition: cancels the scheduled resumes and, after a rebalance, un-pauses the
-   * partitions (kafkajs keeps a pause across a rebalance). On shutdown (`unpause: false`) nothing is
-   * resumed: the consumer is stopping, and kafkajs refuses a resume once it has stopped.
+   * Forgets the partitions of `topics` (every partition when not given): cancels the scheduled resumes
+   * and, after a rebalance, un-pauses the partitions (kafkajs keeps a pause across a rebalance). On
+   * shutdown (`unpause: false`) nothing is resumed: the consumer is stopping, and kafkajs refuses a
+   * resume once it has stopped.
    */
-  reset(options: { unpause: boolean } = { unpause: true }): void {
-    for (const state of this.partitions.values()) {
+  reset(options: { unpause: boolean; topics?: readonly string[] } = { unpause: true }): void {
+    for (const [key, state] of this.partitions) {
+      if (options.topics && !options.topics.includes(state.topic)) continue;
       this.timers.release(state, options.unpause);
       this.deps.observer.released?.(state.topic, state.partition);
+      this.partitions.delete(key);
     }
-    this.partitions.clear();
   }
 
   /** Partitions currently held paused. */
@@ -399,7 +393,7 @@ export class BatchProcessor {
       if (pool && group) plan.byPool.set(pool, group);
     }
     // Read back from the deferred topic, a group's tokens are split among its tenants max-min fairly,
-    // one send window per step (see eachBatch); the rest waits for the next.
+    // one send window per step; the rest waits for the next.
     if (readingBack && parking)
       for (const [pool, group] of plan.byPool)
         group.entries = parking.readBackWindow(group.entries, group.urgent, pool.window);

@@ -1,5 +1,5 @@
 import type { Consumer, Kafka, Producer } from 'kafkajs';
-import { derivedTopics, type Topics } from '../config.ts';
+import { derivedTopics, readBackGroupId, type Topics } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
 import { createProducer } from '../kafka/client.ts';
 import { restartable } from '../kafka/errors.ts';
@@ -33,25 +33,39 @@ export interface ConsumerDeps {
   observer?: PipelineObserver;
 }
 
-/** A started consumer: one member of the group. */
+/**
+ * One kafkajs consumer of the process, a member of one group. The main topic and its retry topic are
+ * read by the group `AQUEDUCT_GROUP_ID`; the deferred topic by a group of its own (see
+ * {@link readBackGroupId}): kafkajs fetches again only once every batch of its last fetch has been
+ * handled, so with one consumer for all three, the sends of parked events read back and the parking of
+ * a burst on the main topic would each hold the other back.
+ */
+interface GroupMember {
+  /** In logs: `main` or `deferred`. */
+  name: 'main' | 'deferred';
+  consumer: Consumer;
+  topics: string[];
+  joined: boolean;
+  /** Group joins so far: the first, and one per rebalance after it. */
+  joins: number;
+  /** A restart after a crash: scheduled, then joining the group. Stopping waits for it (see stop). */
+  restartTimer: NodeJS.Timeout | undefined;
+  restarting: Promise<void> | undefined;
+}
+
+/** A started consumer: a member of the group (and of the read-back group). */
 export class NotificationConsumer {
   readonly topics: Topics;
   private readonly options: ResolvedConsumerOptions;
   private readonly deps: ConsumerDeps;
-  private readonly consumer: Consumer;
+  private readonly members: GroupMember[];
   private readonly producer: Producer;
   private readonly processor: BatchProcessor;
   private readonly observer: PipelineObserver;
   private readonly pools = new TenantPools<TokenPool>();
-  private joined = false;
-  /** Group joins so far: the first, and one per rebalance after it. */
-  private joins = 0;
   /** Called when the consumer died for good (a non-retriable crash); the process should exit. */
   onFatal: ((error: Error) => void) | undefined;
   private stopping: Promise<StopResult> | undefined;
-  /** A restart after a crash: scheduled, then joining the group. Stopping waits for it (see stop). */
-  private restartTimer: NodeJS.Timeout | undefined;
-  private restarting: Promise<void> | undefined;
 
   /** Tenant fairness (undefined when off). */
   private readonly parking: Parking | undefined;
@@ -68,18 +82,31 @@ export class NotificationConsumer {
     this.deps = deps;
     this.topics = options.topics;
     this.producer = producer;
-    this.consumer = deps.kafka.consumer({
-      groupId: this.options.groupId,
-      maxBytesPerPartition: this.options.fetchMaxBytesPerPartition,
-      maxWaitTimeInMs: this.options.maxWaitTimeMs,
-      sessionTimeout: this.options.sessionTimeoutMs,
-      rebalanceTimeout: this.options.rebalanceTimeoutMs,
-      heartbeatInterval: this.options.heartbeatIntervalMs,
-      // kafkajs would restart itself after a retriable crash, with a new group member that nothing here
-      // can reach: stopped while it is still joining, it joins anyway and consumes on, and the process
-      // never exits. This class restarts it instead (restartAfterCrash), so that a stop can wait for it.
-      retry: { restartOnFailure: async () => false },
+    const member = (name: GroupMember['name'], groupId: string, topics: string[]): GroupMember => ({
+      name,
+      consumer: deps.kafka.consumer({
+        groupId,
+        maxBytesPerPartition: this.options.fetchMaxBytesPerPartition,
+        maxWaitTimeInMs: this.options.maxWaitTimeMs,
+        sessionTimeout: this.options.sessionTimeoutMs,
+        rebalanceTimeout: this.options.rebalanceTimeoutMs,
+        heartbeatInterval: this.options.heartbeatIntervalMs,
+        // kafkajs would restart itself after a retriable crash, with a new group member that nothing
+        // here can reach: stopped while it is still joining, it joins anyway and consumes on, and the
+        // process never exits. This class restarts it instead (restartAfterCrash), so that a stop can
+        // wait for it.
+        retry: { restartOnFailure: async () => false },
+      }),
+      topics,
+      joined: false,
+      joins: 0,
+      restartTimer: undefined,
+      restarting: undefined,
     });
+    this.members = [
+      member('main', this.options.groupId, [this.topics.main, this.topics.retry]),
+      member('deferred', readBackGroupId(this.options.groupId), [this.topics.deferred]),
+    ];
     const observer = deps.observer ?? noopObserver;
     this.observer = observer;
     this.partitionCount = partitionCount;
@@ -103,11 +130,12 @@ export class NotificationConsumer {
       markCoalesceMs: this.options.markFlushMs,
     });
     // Kafka's commit says what is done below it: the finished offsets under it are dropped from Redis.
-    this.consumer.on(this.consumer.events.COMMIT_OFFSETS, ({ payload }) => {
-      for (const { topic, partitions } of payload.topics)
-        for (const { partition, offset } of partitions)
-          doneStore.committed({ topic, partition: Number(partition) }, offset);
-    });
+    for (const { consumer } of this.members)
+      consumer.on(consumer.events.COMMIT_OFFSETS, ({ payload }) => {
+        for (const { topic, partitions } of payload.topics)
+          for (const { partition, offset } of partitions)
+            doneStore.committed({ topic, partition: Number(partition) }, offset);
+      });
     this.processor = new BatchProcessor(
       {
         providers: deps.providers,
@@ -115,8 +143,10 @@ export class NotificationConsumer {
         outcomes: new OutcomeWriter(producer, this.topics),
         poolFor: (event, priority) => this.poolFor(event, priority),
         ...(this.parking ? { parking: this.parking } : {}),
-        pause: (topic, partition) => this.consumer.pause([{ topic, partitions: [partition] }]),
-        resume: (topic, partition) => this.consumer.resume([{ topic, partitions: [partition] }]),
+        pause: (topic, partition) =>
+          this.memberOf(topic).consumer.pause([{ topic, partitions: [partition] }]),
+        resume: (topic, partition) =>
+          this.memberOf(topic).consumer.resume([{ topic, partitions: [partition] }]),
         observer,
       },
       {
@@ -177,9 +207,13 @@ export class NotificationConsumer {
     return instance;
   }
 
-  /** True once this member has joined the group and received its partitions. */
+  /** True once this process has joined its groups and received its partitions. */
   get ready(): boolean {
-    return this.joined && !this.stopping;
+    return this.members.every((member) => member.joined) && !this.stopping;
+  }
+
+  private memberOf(topic: string): GroupMember {
+    return this.members.find((member) => member.topics.includes(topic)) ?? (this.members[0] as GroupMember);
   }
 
   pausedPartitions(): number {
@@ -187,69 +221,72 @@ export class NotificationConsumer {
   }
 
   private async run(): Promise<void> {
+    for (const member of this.members) this.watch(member);
+    await Promise.all(this.members.map((member) => this.startConsuming(member)));
+  }
+
+  private watch(member: GroupMember): void {
     const { logger } = this.deps;
-    const events = this.consumer.events;
-    this.consumer.on(events.GROUP_JOIN, ({ payload }) => {
+    const { consumer } = member;
+    const events = consumer.events;
+    consumer.on(events.GROUP_JOIN, ({ payload }) => {
       // Partition state (pause timers, finished offsets) never survives a rebalance: a partition that
       // stays ours is re-read from its committed offset and deduped against Redis.
-      this.processor.reset();
+      this.processor.reset({ unpause: true, topics: member.topics });
       // A rejoin may bring partitions of a member that was expelled (its session expired) and is still
       // finishing a step: their done-marks are read again before each send for a while, longer than
       // that member may go on (until its next heartbeat, after its step: normally well under a second,
       // seconds when a provider is slow). A process's first join skips it (no extra Redis calls).
-      if (this.joins++ > 0) this.processor.recheckAssignedFor(this.options.recheckAfterRejoinMs);
-      this.parking?.assigned(payload.memberAssignment[this.topics.main]?.length ?? 0, this.partitionCount);
-      this.joined = true;
+      if (member.joins++ > 0) this.processor.recheckAssignedFor(this.options.recheckAfterRejoinMs);
+      if (member.name === 'main')
+        this.parking?.assigned(payload.memberAssignment[this.topics.main]?.length ?? 0, this.partitionCount);
+      member.joined = true;
       logger.info(
         { assignment: payload.memberAssignment, leader: payload.isLeader },
-        'joined the consumer group',
+        member.name === 'main' ? 'joined the consumer group' : 'joined the read-back group',
       );
     });
-    this.consumer.on(events.REBALANCING, () => logger.info('rebalancing'));
-    this.consumer.on(events.CRASH, ({ payload }) => {
+    consumer.on(events.REBALANCING, () => logger.info({ group: member.name }, 'rebalancing'));
+    consumer.on(events.CRASH, ({ payload }) => {
       const restart = !this.stopping && restartable(payload.error);
-      logger.error({ err: errorSummary(payload.error), restart }, 'consumer crashed');
+      logger.error({ group: member.name, err: errorSummary(payload.error), restart }, 'consumer crashed');
       if (this.stopping) return;
       if (restart) {
-        this.joined = false; // not ready until it has joined again
-        this.restartAfterCrash(1);
+        member.joined = false; // not ready until it has joined again
+        this.restartAfterCrash(member, 1);
         return;
       }
       // After any other crash this member is dead weight in the group: stop cleanly so the process
       // exits and its supervisor starts a fresh one.
       this.onFatal?.(payload.error);
     });
-    await this.startConsuming();
   }
 
-  /** Starts the kafkajs consumer again after a crash, backing off up to 30 s while it fails. */
-  private restartAfterCrash(attempt: number): void {
+  /** Starts a kafkajs consumer again after a crash, backing off up to 30 s while it fails. */
+  private restartAfterCrash(member: GroupMember, attempt: number): void {
     const delayMs = Math.min(30_000, 1000 * 2 ** (attempt - 1));
-    this.deps.logger.warn({ attempt, delayMs }, 'restarting the consumer');
-    this.restartTimer = setTimeout(() => {
-      this.restartTimer = undefined;
+    this.deps.logger.warn({ group: member.name, attempt, delayMs }, 'restarting the consumer');
+    member.restartTimer = setTimeout(() => {
+      member.restartTimer = undefined;
       if (this.stopping) return;
-      this.processor.reset();
-      this.restarting = this.startConsuming()
+      this.processor.reset({ unpause: true, topics: member.topics });
+      member.restarting = this.startConsuming(member)
         .catch((error: unknown) => {
-          this.deps.logger.warn({ err: errorSummary(error) }, 'consumer restart failed');
+          this.deps.logger.warn({ group: member.name, err: errorSummary(error) }, 'consumer restart failed');
           if (this.stopping) return;
-          void this.consumer.disconnect().catch(() => {});
-          this.restartAfterCrash(attempt + 1);
+          void member.consumer.disconnect().catch(() => {});
+          this.restartAfterCrash(member, attempt + 1);
         })
         .finally(() => {
-          this.restarting = undefined;
+          member.restarting = undefined;
         });
     }, delayMs);
   }
 
-  private async startConsuming(): Promise<void> {
-    await this.consumer.connect();
-    await this.consumer.subscribe({
-      topics: [this.topics.main, this.topics.retry, this.topics.deferred],
-      fromBeginning: true,
-    });
-    await this.consumer.run({
+  private async startConsuming(member: GroupMember): Promise<void> {
+    await member.consumer.connect();
+    await member.consumer.subscribe({ topics: member.topics, fromBeginning: true });
+    await member.consumer.run({
       eachBatchAutoResolve: false,
       autoCommitInterval: this.options.autoCommitIntervalMs,
       partitionsConsumedConcurrently: this.options.partitionsConsumedConcurrently,
@@ -301,16 +338,16 @@ export class NotificationConsumer {
     this.stopping ??= (async () => {
       const { logger } = this.deps;
       const started = Date.now();
-      clearTimeout(this.restartTimer);
+      for (const member of this.members) clearTimeout(member.restartTimer);
       const kafkaStopped = within(
         Math.round(timeoutMs * 0.7),
         (async () => {
           // A restart that is joining the group must finish (or fail) first: kafkajs can only stop a
           // member once its join has returned.
-          await this.restarting;
+          await Promise.all(this.members.map((member) => member.restarting));
           // No resume timer may fire into a stopping consumer (kafkajs throws once it has stopped).
           this.processor.reset({ unpause: false });
-          await this.consumer.stop();
+          await Promise.all(this.members.map((member) => member.consumer.stop()));
         })(),
       );
       const stuck: string[] = [];
@@ -319,7 +356,7 @@ export class NotificationConsumer {
         // The last steps' done-marks are not waited for by the steps themselves: they land before Redis
         // is let go.
         await this.processor.marksSettled();
-        if (stuck.length === 0) await this.consumer.disconnect();
+        if (stuck.length === 0) await Promise.all(this.members.map((member) => member.consumer.disconnect()));
         await this.pools.closeAll();
         await this.producer.disconnect();
       };

@@ -9,6 +9,7 @@ import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { readBackGroupId } from '../../src/config.ts';
 import {
   arrayAt,
   at,
@@ -256,9 +257,13 @@ describe('k8s manifests', () => {
         config.AQUEDUCT_TOPIC,
         `${config.AQUEDUCT_TOPIC}.deferred`,
       ]);
+      // Each read by its own group (the deferred topic by the read-back group).
+      expect(triggers.map((trigger) => objectAt(trigger, 'metadata').consumerGroup)).toEqual([
+        config.AQUEDUCT_GROUP_ID,
+        readBackGroupId(config.AQUEDUCT_GROUP_ID ?? ''),
+      ]);
       for (const trigger of triggers) {
         const metadata = objectAt(trigger, 'metadata');
-        expect(metadata.consumerGroup).toBe(config.AQUEDUCT_GROUP_ID);
         expect(metadata.bootstrapServers).toBe(config.KAFKA_BROKERS);
         expect(Number(metadata.lagThreshold)).toBeGreaterThan(0);
       }
