@@ -9,6 +9,7 @@ import { TokenBucketLimiter } from '../limiter/index.ts';
 import { RestartSafeTokenSource } from '../limiter/restart-guard.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { errorSummary, failureLogger, NotificationConsumer, type StopResult } from '../pipeline/consumer.ts';
+import { warmUpHotPaths } from '../pipeline/warm-up.ts';
 import { createProviders } from '../providers/index.ts';
 import { createRedis } from '../redis/client.ts';
 import { settingsHelp } from '../settings.ts';
@@ -126,6 +127,8 @@ export async function startConsumerApp(
       : []),
   );
   let providers: ReturnType<typeof createProviders> | undefined;
+  const stopWarmUp = new AbortController();
+  let warmingUp: Promise<void> = Promise.resolve();
   try {
     providers = createProviders(providersOptions(config, { maxInFlight: config.AQUEDUCT_SEND_CONCURRENCY }));
     // Connections first, partitions after: a process that joins cold would hold granted tokens through
@@ -133,6 +136,12 @@ export async function startConsumerApp(
     // that matters).
     const warm = await Promise.all([providers.fcm.warmUp?.(), providers.apns.warmUp?.()]);
     logger.info({ fcm: warm[0], apns: warm[1] }, 'provider connections opened');
+    // The codecs are warmed while the group join below waits for the broker (see warmUpHotPaths).
+    warmingUp = warmUpHotPaths({ signal: stopWarmUp.signal }).then((result) =>
+      result.warmed
+        ? logger.info({ records: result.records, ms: result.ms }, 'hot paths warmed up')
+        : logger.warn({ reason: result.reason }, 'hot paths not warmed up'),
+    );
     const kafka = createKafka({
       brokers: config.KAFKA_BROKERS,
       clientId: config.KAFKA_CLIENT_ID,
@@ -155,7 +164,8 @@ export async function startConsumerApp(
       observer,
     });
   } catch (error) {
-    await Promise.all([providers?.fcm.close(), providers?.apns.close(), health.close()]);
+    stopWarmUp.abort();
+    await Promise.all([warmingUp, providers?.fcm.close(), providers?.apns.close(), health.close()]);
     redis.disconnect();
     throw error;
   }
@@ -172,7 +182,9 @@ export async function startConsumerApp(
     summary,
     logger,
     async stop(stopOptions = {}) {
+      stopWarmUp.abort();
       const result = await running.stop(stopOptions.drainTimeoutMs);
+      await warmingUp;
       summary.stop(logger);
       await Promise.all([started.fcm.close(), started.apns.close(), health.close()]);
       redis.disconnect();
