@@ -392,11 +392,11 @@ export class BatchProcessor {
       } else entries.push({ item, event });
       if (pool && group) plan.byPool.set(pool, group);
     }
-    // Read back from the deferred topic, a group's tokens are split among its tenants max-min fairly,
-    // one send window per step; the rest waits for the next.
+    // Read back from the deferred topic, a group's tokens are split among its tenants by weight: the
+    // step sends its events interleaved by tenant, window after window while tokens last.
     if (readingBack && parking)
-      for (const [pool, group] of plan.byPool)
-        group.entries = parking.readBackWindow(group.entries, group.urgent, pool.window);
+      for (const group of plan.byPool.values())
+        group.entries = parking.readBackOrder(group.entries, group.urgent);
     return plan;
   }
 

@@ -18,8 +18,8 @@ export interface ParkingTopics {
  * Tenant fairness as the batch processor applies it (see docs/architecture.md, "Tenants share a
  * provider's limit"): what it tells the tenant shares about each batch and step, and which events it
  * parks on the deferred topic. Events of a main-topic partition whose tenant is over its share are
- * parked; events read back from the deferred topic are never parked again, and are sent one window at a
- * time, interleaved by tenant.
+ * parked; events read back from the deferred topic are never parked again, and are sent interleaved by
+ * tenant.
  */
 export class Parking {
   private readonly shares: TenantShares;
@@ -120,16 +120,16 @@ export class Parking {
   }
 
   /**
-   * A bucket group's entries read back from the deferred topic, as one step sends them: the first
-   * `urgent` as they are, then the rest interleaved by tenant weight, `window` in all (or the urgent
-   * ones, when more); the rest waits for the next step.
+   * A bucket group's entries read back from the deferred topic, in the order a step sends them: the
+   * first `urgent` as they are, then the rest interleaved by tenant weight, so that however many
+   * windows the tokens cover, each tenant gets its weighted part of them.
    */
-  readBackWindow(entries: readonly Sendable[], urgent: number, window: number): Sendable[] {
+  readBackOrder(entries: readonly Sendable[], urgent: number): Sendable[] {
     const rest = interleaveByTenant(
       entries.slice(urgent),
       (entry) => entry.event.tenant,
       (tenant) => this.shares.weightOf(tenant),
     );
-    return [...entries.slice(0, urgent), ...rest].slice(0, Math.max(window, urgent));
+    return [...entries.slice(0, urgent), ...rest];
   }
 }
