@@ -143,10 +143,8 @@ export class NotificationConsumer {
         outcomes: new OutcomeWriter(producer, this.topics),
         poolFor: (event, priority) => this.poolFor(event, priority),
         ...(this.parking ? { parking: this.parking } : {}),
-        pause: (topic, partition) =>
-          this.memberOf(topic).consumer.pause([{ topic, partitions: [partition] }]),
-        resume: (topic, partition) =>
-          this.memberOf(topic).consumer.resume([{ topic, partitions: [partition] }]),
+        pause: (topic, partition) => this.pauseOrResume('pause', topic, partition),
+        resume: (topic, partition) => this.pauseOrResume('resume', topic, partition),
         observer,
       },
       {
@@ -250,6 +248,9 @@ export class NotificationConsumer {
     consumer.on(events.CRASH, ({ payload }) => {
       const restart = !this.stopping && restartable(payload.error);
       logger.error({ group: member.name, err: errorSummary(payload.error), restart }, 'consumer crashed');
+      // The crashed member's partitions are gone with its group session: their resume timers must not
+      // fire into a kafkajs consumer that is not running (its restart starts with nothing paused).
+      this.processor.reset({ unpause: false, topics: member.topics });
       if (this.stopping) return;
       if (restart) {
         member.joined = false; // not ready until it has joined again
@@ -260,6 +261,23 @@ export class NotificationConsumer {
       // exits and its supervisor starts a fresh one.
       this.onFatal?.(payload.error);
     });
+  }
+
+  /**
+   * Pauses or resumes a partition of the member that reads `topic`. Called from timers: a kafkajs
+   * consumer that is not running (crashed, restarting, stopped) refuses with an error, which must not
+   * escape the timer and end the process; it has nothing paused to resume either.
+   */
+  private pauseOrResume(action: 'pause' | 'resume', topic: string, partition: number): void {
+    const member = this.memberOf(topic);
+    try {
+      member.consumer[action]([{ topic, partitions: [partition] }]);
+    } catch (error) {
+      this.deps.logger.warn(
+        { group: member.name, topic, partition, err: errorSummary(error) },
+        `could not ${action} a partition: its consumer is not running`,
+      );
+    }
   }
 
   /** Starts a kafkajs consumer again after a crash, backing off up to 30 s while it fails. */

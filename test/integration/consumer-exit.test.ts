@@ -36,7 +36,11 @@ function messages(consumer: ConsumerProcess): string[] {
 
 /** A failure message: the log's messages, then whatever else the process printed (an uncaught stack). */
 function story(consumer: ConsumerProcess): string {
-  return [...messages(consumer), '--- other output:', ...consumer.otherOutput].join('\n');
+  // A fatal line carries its error's stack: without it a crash says only that it happened.
+  const lines = consumer.logs.map((line) =>
+    line.err === undefined ? String(line.msg) : `${String(line.msg)} ${JSON.stringify(line.err)}`,
+  );
+  return [...lines, '--- other output:', ...consumer.otherOutput].join('\n');
 }
 
 async function waitForLog(consumer: ConsumerProcess, msg: string, timeoutMs: number): Promise<void> {
