@@ -75,6 +75,25 @@ export class LocalKafka {
   }
 
   static async start(options: LocalKafkaOptions = {}): Promise<LocalKafka> {
+    // Ports chosen here are free when chosen, but the JVM binds them seconds later (after formatting the
+    // storage), and another process's outgoing connection can take one in between (they share the
+    // ephemeral range). Such a start is tried again on fresh ports in a fresh folder; fixed ports or a
+    // given folder are the caller's to change.
+    const choosesPorts =
+      options.port === undefined && options.controllerPort === undefined && options.dataDir === undefined;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await LocalKafka.startOnce(options);
+      } catch (error) {
+        if (!choosesPorts || attempt >= START_ATTEMPTS || !isPortTaken(error)) throw error;
+        options.log?.(
+          `a Kafka port was taken before the broker bound it; starting again on other ports (attempt ${attempt + 1} of ${START_ATTEMPTS})`,
+        );
+      }
+    }
+  }
+
+  private static async startOnce(options: LocalKafkaOptions): Promise<LocalKafka> {
     const log = options.log ?? (() => {});
     const java = await which('java');
     if (!java) {
@@ -218,6 +237,14 @@ export class LocalKafka {
   get running(): boolean {
     return this.process.isRunning();
   }
+}
+
+/** Starts tried when a chosen port is taken before the broker binds it. */
+const START_ATTEMPTS = 3;
+
+/** Whether a start failed because the broker could not bind one of its ports. */
+function isPortTaken(error: unknown): boolean {
+  return error instanceof SetupError && error.message.includes('Address already in use');
 }
 
 function serverProperties(p: {
