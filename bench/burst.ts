@@ -45,8 +45,14 @@ export interface BurstRun {
   duplicates: number;
   seconds: number;
   p99Ms: number;
-  /** Per provider: its ratio, and where the rest of its envelope went (see BurstResult.perProvider). */
-  perProvider: Record<'fcm' | 'apns', { requestEnvelopeRatio: number; whileFull: number; leftAtEnd: number }>;
+  /**
+   * Per provider: the events published for it, its ratio, and where the rest of its envelope went (see
+   * BurstResult.perProvider).
+   */
+  perProvider: Record<
+    'fcm' | 'apns',
+    { published: number; requestEnvelopeRatio: number; whileFull: number; leftAtEnd: number }
+  >;
   /**
    * The machine's 1-minute load average as the run ended: on a shared machine a run beside other work
    * leaves more of the envelope unused, and this tells such a run apart.
@@ -255,7 +261,11 @@ function burstRun(consumers: number, result: BurstResult): BurstRun {
 }
 
 function providerRun(figures: BurstResult['perProvider']['fcm']): BurstRun['perProvider']['fcm'] {
-  return { requestEnvelopeRatio: figures.requestEnvelopeRatio, ...figures.envelopeUnused };
+  return {
+    published: figures.published,
+    requestEnvelopeRatio: figures.requestEnvelopeRatio,
+    ...figures.envelopeUnused,
+  };
 }
 
 /** The targets over every run: each holds only if it holds in all of them (the worst run is the value). */
