@@ -12,7 +12,8 @@
                     by a rate cut (see includes/provider-bucket.lua)
   ARGV[1]           n: tokens wanted, an integer >= 0
   ARGV[2]           waitFor: an integer >= 0, how many tokens the returned wait is for;
-                    '' means n - granted. Clamped to floor(smallest capacity).
+                    '' means n - granted. Clamped to floor(smallest capacity), and for a holder
+                    granted less than n to n - granted (its turn is for what it still lacks).
   ARGV[3]           minTtlSeconds: an integer >= 1, the shortest TTL given to a bucket
   ARGV[2 + 2i]      rate of KEYS[i] in tokens/s, a finite number > 0 (may be fractional)
   ARGV[3 + 2i]      capacity of KEYS[i], a finite number >= 1
@@ -255,16 +256,20 @@ elseif normal_rate then
   end
 end
 
--- How long until `want` more tokens are in every bucket (refill continues during a block).
-local want = wait_for or n - granted
-local most_waitable = smallest_capacity + EPSILON
-most_waitable = most_waitable - most_waitable % 1
-if want > most_waitable then want = most_waitable end
-local wait_ms = 0
 -- A holder that got less than it asked for will come back: KEYS[1]'s refill until the latest promise
 -- of another holder is for the holders told to come back by then, so this one is told to come back
 -- for what accrues after that, and that time is its promise.
 local short = granted < n and holder ~= ''
+-- How long until `want` more tokens are in every bucket (refill continues during a block). A short
+-- holder waits, and takes its turn, for no more than it was short of: `n` is all it asked for, so a
+-- turn sized by waitFor beyond that would keep the holders told to come back after it waiting for
+-- tokens nobody comes for (at the end of a backlog, the provider's allowance unused meanwhile).
+local want = wait_for or n - granted
+if short and want > n - granted then want = n - granted end
+local most_waitable = smallest_capacity + EPSILON
+most_waitable = most_waitable - most_waitable % 1
+if want > most_waitable then want = most_waitable end
+local wait_ms = 0
 local promise = nil
 if want > 0 then
   local wait_us = 0

@@ -17,7 +17,8 @@ export interface BucketSpec {
 export interface AcquireOptions {
   /**
    * How many tokens the returned `waitMs` is for. Default: the part of `n` that was not granted. Clamped
-   * to the smallest capacity (more could never be available at once).
+   * to the smallest capacity (more could never be available at once), and, for a `holder` granted less
+   * than `n`, to the part of `n` not granted: its turn (see `holder`) is for no more than it still lacks.
    */
   waitFor?: number;
   /**

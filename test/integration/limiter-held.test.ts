@@ -90,6 +90,21 @@ describe('turns', () => {
     await limiter.refund(bucket, 0, { holder: 'b', held: 0 }); // b wants nothing more
     expect(await redis.client.hexists(key, 'promised:b')).toBe(0);
   });
+
+  it("size a short holder's turn by what it still lacks, not by a larger waitFor", async () => {
+    const limiter = new TokenBucketLimiter(redis.client, { keyPrefix: prefix });
+    const bucket: BucketSpec[] = [{ name: 'nearly', rate: 10, capacity: 100 }];
+    await limiter.acquire(bucket, 60); // 40 left, refilling at 10/s
+    const nearly = await limiter.acquire(bucket, 45, { holder: 'c', waitFor: 100 });
+    expect(nearly.granted).toBeGreaterThanOrEqual(40);
+    expect(nearly.granted).toBeLessThan(45);
+    // Short by at most 5 tokens: half a second of refill, not the 10 s that 100 tokens would take.
+    expect(nearly.waitMs).toBeLessThan(1000);
+    // The next short holder comes after that short turn and then its own 50 tokens (5 s).
+    const next = await limiter.acquire(bucket, 50, { holder: 'd', waitFor: 50 });
+    expect(next.waitMs).toBeGreaterThan(5000);
+    expect(next.waitMs).toBeLessThan(6500);
+  });
 });
 
 describe('the rate cut of a project-wide throttle', () => {
