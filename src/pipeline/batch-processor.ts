@@ -256,7 +256,7 @@ export class BatchProcessor {
     // What is parked at once is written while the sends go on: the partition is not held by both.
     const parkedAtOnce = plan.parked.map(({ item, event }) => {
       this.deps.observer.parked?.(event, item);
-      return { item, settlement: settleParked(item, this.origin(state, item)) };
+      return { item, settlement: settleParked(item, event.platform, this.origin(state, item)) };
     });
     const parkedWritten =
       parkedAtOnce.length === 0
@@ -292,7 +292,7 @@ export class BatchProcessor {
       ) ?? [];
     for (const { item, event } of lateParked.flat()) {
       this.deps.observer.parked?.(event, item);
-      settled.push({ item, settlement: settleParked(item, this.origin(state, item)) });
+      settled.push({ item, settlement: settleParked(item, event.platform, this.origin(state, item)) });
     }
     const answered = sends.flatMap((send) => send.answered);
     for (const entry of answered)

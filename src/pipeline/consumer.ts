@@ -76,7 +76,7 @@ export class NotificationConsumer {
     options: NotificationConsumerOptions,
     deps: ConsumerDeps,
     producer: Producer,
-    partitionCount: number,
+    partitionCounts: { main: number; deferred: number },
   ) {
     this.options = withTuningDefaults(options);
     this.deps = deps;
@@ -109,7 +109,7 @@ export class NotificationConsumer {
     ];
     const observer = deps.observer ?? noopObserver;
     this.observer = observer;
-    this.partitionCount = partitionCount;
+    this.partitionCount = partitionCounts.main;
     this.parking = this.options.fairness.enabled
       ? new Parking(
           new TenantShares({
@@ -140,7 +140,7 @@ export class NotificationConsumer {
       {
         providers: deps.providers,
         doneStore,
-        outcomes: new OutcomeWriter(producer, this.topics),
+        outcomes: new OutcomeWriter(producer, this.topics, partitionCounts.deferred),
         poolFor: (event, priority) => this.poolFor(event, priority),
         ...(this.parking ? { parking: this.parking } : {}),
         pause: (topic, partition) => this.pauseOrResume('pause', topic, partition),
@@ -170,6 +170,7 @@ export class NotificationConsumer {
     const admin = deps.kafka.admin();
     await admin.connect();
     let numPartitions = 1;
+    let deferredPartitions = 1;
     try {
       const existing = new Set(await admin.listTopics());
       if (!existing.has(topics.main)) {
@@ -184,6 +185,9 @@ export class NotificationConsumer {
         derivedTopics(topics).map((topic) => ({ topic, numPartitions })),
         options.topicDurability,
       );
+      // An existing deferred topic keeps its own count: parked events are laid out over what it has.
+      const [deferred] = (await admin.fetchTopicMetadata({ topics: [topics.deferred] })).topics;
+      deferredPartitions = deferred?.partitions.length ?? 1;
       const family = [topics.main, ...derivedTopics(topics)];
       for (const warning of await durabilityWarnings(admin, family, options.topicDurability)) {
         deps.logger.warn(warning);
@@ -200,7 +204,10 @@ export class NotificationConsumer {
       acks: -1,
       topicMessages: derivedTopics(topics).map((topic) => ({ topic, messages: [] })),
     });
-    const instance = new NotificationConsumer(options, deps, producer, numPartitions);
+    const instance = new NotificationConsumer(options, deps, producer, {
+      main: numPartitions,
+      deferred: deferredPartitions,
+    });
     await instance.run();
     return instance;
   }

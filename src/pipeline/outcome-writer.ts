@@ -1,7 +1,8 @@
 import type { KafkaMessage, Message, Producer, TopicMessages } from 'kafkajs';
 import type { Topics } from '../config.ts';
-import type { NotificationEvent } from '../events/event.ts';
+import type { NotificationEvent, Platform } from '../events/event.ts';
 import { envelopeBytes, HEADER, stringHeaders } from '../kafka/headers.ts';
+import { parkedPartition } from './parking-lanes.ts';
 
 const AQUEDUCT_HEADER_PREFIX = 'aqueduct-';
 
@@ -23,7 +24,7 @@ export type OutcomeRecord =
       notBefore: number;
       reason: string;
     }
-  | { kind: 'parked'; message: KafkaMessage; origin: Origin }
+  | { kind: 'parked'; message: KafkaMessage; platform: Platform; origin: Origin }
   | {
       kind: 'invalid-token';
       event: NotificationEvent;
@@ -47,10 +48,16 @@ const MAX_REQUEST_BYTES = 512 * 1024;
 export class OutcomeWriter {
   private readonly producer: Producer;
   private readonly topics: Topics;
+  private readonly deferredPartitions: number;
 
-  constructor(producer: Producer, topics: Topics) {
+  /**
+   * `deferredPartitions`: the deferred topic's partitions, over which parked events are laid out in
+   * one lane per provider (see parkedPartition).
+   */
+  constructor(producer: Producer, topics: Topics, deferredPartitions: number) {
     this.producer = producer;
     this.topics = topics;
+    this.deferredPartitions = deferredPartitions;
   }
 
   async write(records: readonly OutcomeRecord[]): Promise<void> {
@@ -120,7 +127,12 @@ export class OutcomeWriter {
       case 'parked':
         return [
           this.topics.deferred,
-          { key: record.message.key, value: record.message.value, headers: origin },
+          {
+            key: record.message.key,
+            value: record.message.value,
+            headers: origin,
+            partition: parkedPartition(record.platform, record.message.key, this.deferredPartitions),
+          },
         ];
       case 'invalid-token':
         // The token itself is the payload here: upstream needs it to delete the registration. This is

@@ -1,4 +1,5 @@
 import type { DecodeResult } from '../events/decode.ts';
+import type { Platform } from '../events/event.ts';
 import { MAX_TIMER_MS } from '../timer-delay.ts';
 import type { FinalMark } from './done-store.ts';
 import type { Answered, Item } from './item.ts';
@@ -122,8 +123,8 @@ export function settleDeferred(item: Item, origin: Origin, notBefore: number): S
  * An event of a tenant over its fair share: parked on the deferred topic, to be read back as the share
  * allows. It was not sent, so it keeps its attempt count; its outcome is recorded when it is read back.
  */
-export function settleParked(item: Item, origin: Origin): Settlement {
-  return { record: { kind: 'parked', message: item.message, origin } };
+export function settleParked(item: Item, platform: Platform, origin: Origin): Settlement {
+  return { record: { kind: 'parked', message: item.message, platform, origin } };
 }
 
 function deadLetter(item: Item, origin: Origin, reasonKind: string, reason: string): Settlement {
