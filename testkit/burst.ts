@@ -18,7 +18,7 @@ import { outcomesSoFar } from './ledger.ts';
 import { commandStats, isRoundTrip, roundTripsBetween } from './redis-stats.ts';
 import { startSimulators } from './simulators.ts';
 import { steadyRate } from './steady-rate.ts';
-import { eventIdOf, readTopic } from './topics.ts';
+import { eventIdOf, readTopic, type TopicMessage } from './topics.ts';
 
 /** Options of {@link runBurst}. */
 export interface BurstOptions {
@@ -138,6 +138,8 @@ export interface BurstResult {
   consumerCrashes: number;
   /** Why events were retried: reason → count (from the retry topic's headers). */
   retryReasons: Record<string, number>;
+  /** The deferred-topic partitions each provider's parked events were written to (ascending). */
+  parkedPartitions: Record<Platform, number[]>;
 }
 
 /**
@@ -273,10 +275,11 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
     await Promise.all(consumers.map((c) => c.stop()));
 
     // The ledger: who got which outcome, from the simulators and the topics.
-    const [dlq, invalid, retry] = await Promise.all([
+    const [dlq, invalid, retry, parked] = await Promise.all([
       readTopic(kafka, topics.deadLetter),
       readTopic(kafka, topics.invalidTokens),
       readTopic(kafka, topics.retry),
+      readTopic(kafka, topics.deferred),
     ]);
     const accepted = simulators.accepted();
     const outcomeIds = new Set<string>([...accepted.ids]);
@@ -328,6 +331,7 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       timeline: timeline(simulators, started, throttleSamples),
       consumerCrashes: consumerCrashes(consumers),
       retryReasons: countBy(retry.map((m) => headerString(m.headers, HEADER.reason) ?? 'unknown')),
+      parkedPartitions: partitionsByPlatform(parked),
     };
   } finally {
     await Promise.all(consumers.map((c) => c.kill()));
@@ -596,4 +600,24 @@ function callsByCommand(before: Map<string, number>, after: Map<string, number>)
     if (delta > 0 && isRoundTrip(command)) calls[command] = delta;
   }
   return calls;
+}
+
+/** The partitions `messages` (events as published) are on, per provider. */
+function partitionsByPlatform(messages: readonly TopicMessage[]): Record<Platform, number[]> {
+  const seen: Record<Platform, Set<number>> = { fcm: new Set(), apns: new Set() };
+  for (const message of messages) {
+    const platform = platformOf(message.value);
+    if (platform) seen[platform].add(message.partition);
+  }
+  return { fcm: [...seen.fcm].sort((a, b) => a - b), apns: [...seen.apns].sort((a, b) => a - b) };
+}
+
+function platformOf(value: Buffer | null): Platform | undefined {
+  if (value === null) return undefined;
+  try {
+    const { platform } = JSON.parse(value.toString()) as { platform?: unknown };
+    return platform === 'fcm' || platform === 'apns' ? platform : undefined;
+  } catch {
+    return undefined;
+  }
 }

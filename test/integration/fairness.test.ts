@@ -44,6 +44,8 @@ describe('tenant fairness (real Kafka, Redis, simulators, consumer processes)', 
     expect(result.provider429).toBe(0);
     expect(result.tenants).toMatchObject({ A: { delivered: 2000 }, B: { delivered: 100 } });
     expect(servedWhilePublishing(result)).toBeGreaterThanOrEqual(0.7);
+    // Parked in one lane of the deferred topic per provider: FCM's even partitions, APNs' odd ones.
+    expect(result.parkedPartitions).toEqual({ fcm: [0], apns: [1] });
   }, 120_000);
 
   it('without fairness the same small tenant waits behind the backlog (the test above can fail)', async () => {
@@ -51,5 +53,6 @@ describe('tenant fairness (real Kafka, Redis, simulators, consumer processes)', 
     expect(result.lost).toBe(0);
     expect(result.tenants).toMatchObject({ A: { delivered: 2000 }, B: { delivered: 100 } });
     expect(servedWhilePublishing(result)).toBeLessThan(0.3);
+    expect(result.parkedPartitions).toEqual({ fcm: [], apns: [] });
   }, 120_000);
 });
