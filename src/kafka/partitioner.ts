@@ -31,6 +31,12 @@ export function murmur2(data: Uint8Array): number {
   return h | 0;
 }
 
+/** `toPositive(murmur2(key)) % partitions`: the partition Kafka's Java producer picks for `key`. */
+export function keyPartition(key: Buffer | string, partitions: number): number {
+  const bytes = typeof key === 'string' ? Buffer.from(key) : key;
+  return (murmur2(bytes) & 0x7fffffff) % partitions;
+}
+
 /**
  * The partitioner of every Aqueduct producer: the partition a message names; else, for a keyed message,
  * `toPositive(murmur2(key)) % partitions`, the partition Kafka's Java producer (and kafkajs'
@@ -42,10 +48,7 @@ export const kafkaPartitioner: ICustomPartitioner = () => {
   return ({ topic, partitionMetadata, message }: PartitionerArgs): number => {
     if (message.partition !== null && message.partition !== undefined) return message.partition;
     const { key } = message;
-    if (key !== null && key !== undefined) {
-      const bytes = typeof key === 'string' ? Buffer.from(key) : key;
-      return (murmur2(bytes) & 0x7fffffff) % partitionMetadata.length;
-    }
+    if (key !== null && key !== undefined) return keyPartition(key, partitionMetadata.length);
     const available = partitionMetadata.filter((p) => p.leader >= 0);
     const candidates = available.length > 0 ? available : partitionMetadata;
     const next = (counters.get(topic) ?? randomInt(2 ** 31)) + 1;

@@ -1,6 +1,6 @@
 import { randomInt } from 'node:crypto';
 import type { Platform } from '../events/event.ts';
-import { murmur2 } from '../kafka/partitioner.ts';
+import { keyPartition } from '../kafka/partitioner.ts';
 
 /** Each provider's lane of the deferred topic: FCM's the even partitions, APNs' the odd ones. */
 const LANE: Record<Platform, number> = { fcm: 0, apns: 1 };
@@ -21,9 +21,6 @@ export function parkedPartition(platform: Platform, key: Buffer | string | null,
   const lane = LANE[platform];
   // Partitions lane, lane + 2, lane + 4, …
   const size = Math.ceil((partitions - lane) / 2);
-  const index =
-    key === null
-      ? randomInt(size)
-      : (murmur2(typeof key === 'string' ? Buffer.from(key) : key) & 0x7fffffff) % size;
+  const index = key === null ? randomInt(size) : keyPartition(key, size);
   return lane + 2 * index;
 }
