@@ -306,13 +306,15 @@ export class TokenPool {
 
   /**
    * One acquire, unless dry or what is held covers `wanted`: for what the pool knows it needs (this
-   * take, the partitions waiting, what those woken last still need), up to two chunks, so that a
-   * process draining a backlog makes one Redis call per chunk, not one per window of sends.
+   * take or, when more, what the partitions woken last still need, plus the partitions waiting), up to
+   * two chunks, so that a process draining a backlog makes one Redis call per chunk, not one per window
+   * of sends.
    */
   private async refill(wanted: number): Promise<void> {
     const missing = wanted - this.credit;
     if (missing <= 0 || this.closed || Date.now() < this.dryUntil) return;
-    const known = wanted + this.waitingNeed() + this.wokenNeed;
+    // The takes served now are mostly the woken partitions' own: their need is counted once.
+    const known = Math.max(wanted, this.wokenNeed) + this.waitingNeed();
     const need = Math.min(this.options.chunk, known);
     // Up to two chunks: what a late turn finds beyond its chunk (the refill of the time it took to come
     // back) is taken along, rather than left to pile up in the bucket until the backlog's end.

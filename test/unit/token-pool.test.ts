@@ -52,6 +52,20 @@ describe('TokenPool', () => {
     expect(calls).toHaveLength(2); // one acquire for three windows of sends
   });
 
+  it("counts a woken partition's need once: its own take is part of it", async () => {
+    const tokens = { left: 0 };
+    const { source, calls } = countingSource(tokens, 20);
+    const pool = new TokenPool(source, buckets, { chunk: 200 });
+    expect(await pool.take(80)).toBe(0); // dry
+    tokens.left = 1000;
+    const granted = await new Promise<number>((resolve) =>
+      pool.whenRefilled('topic:0', 80, () => resolve(pool.take(80))),
+    );
+    expect(granted).toBe(80);
+    // What the woken partition needs, not that plus its own take again (credit nobody would take).
+    expect(calls.at(-1)).toEqual({ n: 80, waitFor: 80 });
+  });
+
   it('asks for at most a window (two chunks by default) and shares a short grant in arrival order', async () => {
     const { source, calls } = countingSource({ left: 250 });
     const pool = new TokenPool(source, buckets, { chunk: 200 });
