@@ -294,8 +294,10 @@ export const configSchema = z.object({
       'Largest accepted message key plus headers, in bytes: a larger message is dead-lettered (`too-large`) before its value is read.',
     ),
   AQUEDUCT_FETCH_MAX_BYTES_PER_PARTITION: positiveInt
-    .default(256 * 1024)
-    .describe('Bytes fetched per partition per request: bounds the re-read window after a pause.'),
+    .default(1024 * 1024)
+    .describe(
+      "Bytes fetched per partition per request (the Java consumer's `max.partition.fetch.bytes` default): how far a partition's events can get ahead of an unfinished one (one provider's past the other's), and the re-read after a pause.",
+    ),
   AQUEDUCT_SESSION_TIMEOUT_MS: z.coerce
     .number()
     .int()
