@@ -21,6 +21,21 @@ export function isKafkaJsError(error: unknown): boolean {
   return error instanceof KafkaJSError || error instanceof KafkaJSAggregateError;
 }
 
+/**
+ * True for the errors by which the group coordinator says this member's assignment is over (a
+ * rebalance is under way, or this member's generation is gone): kafkajs' own `isRebalancing` test, which
+ * its public API does not export.
+ */
+export function isRebalancing(error: unknown): boolean {
+  const type = (error as { type?: unknown } | null)?.type;
+  return (
+    isKafkaJsError(error) &&
+    (type === 'REBALANCE_IN_PROGRESS' ||
+      type === 'NOT_COORDINATOR_FOR_GROUP' ||
+      type === 'ILLEGAL_GENERATION')
+  );
+}
+
 /** kafkajs errors that a reachable broker would cure (`KafkaJSConnectionClosedError` is a connection error). */
 const BROKER_UNREACHABLE = [
   KafkaJSGroupCoordinatorNotFound,

@@ -131,17 +131,19 @@ export class BatchProcessor {
       }),
     );
     this.deps.parking?.backlog(batch.topic, batch, items);
+    // Whether the batch's partition is still this member's to work on (see Sender.sendMetered).
+    const owned = () => payload.isRunning() && !payload.isStale() && !state.revoked;
     try {
       await this.dedupe(state, items);
-      while (payload.isRunning() && !payload.isStale()) {
+      while (owned()) {
         const open = state.openItems(items);
         if (open.length === 0) break;
-        const step = await this.step(state, open);
+        const step = await this.step(state, open, owned);
         this.resolvePrefix(state, items, payload);
         await payload.commitOffsetsIfNecessary();
         await payload.heartbeat();
         if (step.finished === 0) {
-          this.pauseUntilReady(state, open, step.starved);
+          if (owned()) this.pauseUntilReady(state, open, step.starved);
           break;
         }
       }
@@ -181,8 +183,18 @@ export class BatchProcessor {
       if (options.topics && !options.topics.includes(state.topic)) continue;
       this.timers.release(state, options.unpause);
       this.deps.observer.released?.(state.topic, state.partition);
+      state.revoke();
       this.partitions.delete(key);
     }
+  }
+
+  /**
+   * The partitions of `topics` are this member's no more (a rebalance began): the steps still running on
+   * them stop before their next send window, and leave what is unsent to the partitions' next owners.
+   * Their states stay until the rejoin resets them (with their pause timers).
+   */
+  revoke(topics: readonly string[]): void {
+    for (const state of this.partitions.values()) if (topics.includes(state.topic)) state.revoke();
   }
 
   /** Partitions currently held paused. */
@@ -239,8 +251,15 @@ export class BatchProcessor {
     );
   }
 
-  /** Finishes what can be finished now: redeliveries, invalid messages, and events with tokens. */
-  private async step(state: PartitionState, open: readonly Item[]): Promise<StepResult> {
+  /**
+   * Finishes what can be finished now: redeliveries, invalid messages, and events with tokens. Sends
+   * stop, window by window, once the partition is no longer `owned`.
+   */
+  private async step(
+    state: PartitionState,
+    open: readonly Item[],
+    owned: () => boolean,
+  ): Promise<StepResult> {
     const plan = this.plan(state, open);
     for (const item of plan.duplicates) this.deps.observer.duplicateSkipped?.(item);
     const settled: Array<{ item: Item; settlement: Settlement }> = plan.undecodable.map(
@@ -270,8 +289,8 @@ export class BatchProcessor {
       this.sender.sendUnmetered(state, plan.unmetered),
       ...[...plan.byPool].map(([pool, group]) =>
         this.sender.sendMetered(state, pool, group.entries, {
-          count: group.urgent,
-          waitMs: PACED_SEND_WAIT_MS,
+          urgent: { count: group.urgent, waitMs: PACED_SEND_WAIT_MS },
+          owned,
         }),
       ),
     ]);
@@ -280,16 +299,19 @@ export class BatchProcessor {
       const sent = group.entries.length - (metered[i]?.unsent.length ?? 0);
       for (const { event } of group.entries.slice(sent, group.urgent)) this.devices.unsent(event);
     }
-    // What got no token now is parked too when its tenant turns out to be over its share.
+    // What got no token now is parked too when its tenant turns out to be over its share (not once
+    // the partition has moved: what is unsent is then its next owner's).
     const unsentByPool = [...plan.byPool.keys()].map((_, i) => metered[i]?.unsent ?? []);
     const lateParked =
-      this.deps.parking?.afterSends(
-        state.topic,
-        [...plan.byPool.values()].map((group, i) => ({
-          entries: group.entries,
-          unsent: unsentByPool[i] ?? [],
-        })),
-      ) ?? [];
+      (owned()
+        ? this.deps.parking?.afterSends(
+            state.topic,
+            [...plan.byPool.values()].map((group, i) => ({
+              entries: group.entries,
+              unsent: unsentByPool[i] ?? [],
+            })),
+          )
+        : undefined) ?? [];
     for (const { item, event } of lateParked.flat()) {
       this.deps.observer.parked?.(event, item);
       settled.push({ item, settlement: settleParked(item, event.platform, this.origin(state, item)) });

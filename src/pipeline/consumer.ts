@@ -2,7 +2,7 @@ import type { Consumer, Kafka, Producer } from 'kafkajs';
 import { derivedTopics, readBackGroupId, type Topics } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
 import { createProducer } from '../kafka/client.ts';
-import { restartable } from '../kafka/errors.ts';
+import { isRebalancing, restartable } from '../kafka/errors.ts';
 import { durabilityWarnings, ensureTopics } from '../kafka/topics.ts';
 import { poolKey, poolPlan } from '../limiter/pool-policy.ts';
 import { type PoolBucket, TokenPool, type TokenSource } from '../limiter/token-pool.ts';
@@ -251,7 +251,10 @@ export class NotificationConsumer {
         member.name === 'main' ? 'joined the consumer group' : 'joined the read-back group',
       );
     });
-    consumer.on(events.REBALANCING, () => logger.info({ group: member.name }, 'rebalancing'));
+    consumer.on(events.REBALANCING, () => {
+      this.processor.revoke(member.topics);
+      logger.info({ group: member.name }, 'rebalancing');
+    });
     consumer.on(events.CRASH, ({ payload }) => {
       const restart = !this.stopping && restartable(payload.error);
       logger.error({ group: member.name, err: errorSummary(payload.error), restart }, 'consumer crashed');
@@ -315,7 +318,14 @@ export class NotificationConsumer {
       eachBatchAutoResolve: false,
       autoCommitInterval: this.options.autoCommitIntervalMs,
       partitionsConsumedConcurrently: this.options.partitionsConsumedConcurrently,
-      eachBatch: (payload) => this.processor.eachBatch(payload),
+      eachBatch: (payload) =>
+        this.processor.eachBatch(payload).catch((error: unknown) => {
+          // A heartbeat that finds a rebalance under way is the member's first word of it: every
+          // partition of the member is handed out anew, so the steps still running on its other
+          // partitions stop sending now rather than at their own next heartbeat.
+          if (isRebalancing(error)) this.processor.revoke(member.topics);
+          throw error;
+        }),
     });
   }
 

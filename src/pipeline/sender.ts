@@ -57,22 +57,29 @@ export class Sender {
    * waiting one refill. (A paced device's send that took its chance when its partition was read would
    * find the pool drained by the partitions the refill woke, refill after refill, while they have a
    * backlog.)
+   *
+   * `owned` is asked before every window: once the partition is no longer this member's (a rebalance,
+   * the consumer crashed or stopping), the rest is left unsent for its next owner, who reads it again
+   * from the commit. A step spans as many windows as a fetch holds events, and a member that went on
+   * sending them would push twice what the next owner sends meanwhile.
    */
   async sendMetered(
     state: PartitionState,
     pool: TokenPool,
     group: readonly Sendable[],
-    urgent: { count: number; waitMs: number } = { count: 0, waitMs: 0 },
+    options: { urgent?: { count: number; waitMs: number }; owned?: () => boolean } = {},
   ): Promise<SendResult> {
+    const urgent = options.urgent ?? { count: 0, waitMs: 0 };
+    const owned = options.owned ?? (() => true);
     const result: SendResult = { answered: [], skipped: [], unsent: [] };
     let next = 0;
-    while (next < group.length) {
+    while (next < group.length && owned()) {
       const slice = group.slice(next, next + pool.window);
-      const options = next < urgent.count ? { urgentWithinMs: urgent.waitMs } : {};
+      const takeOptions = next < urgent.count ? { urgentWithinMs: urgent.waitMs } : {};
       const granted = await this.deps.observer.acquire(
         pool,
         slice.length,
-        () => pool.take(slice.length, options),
+        () => pool.take(slice.length, takeOptions),
         {
           topic: state.topic,
           partition: state.partition,

@@ -377,6 +377,48 @@ describe('BatchProcessor', () => {
     expect(r.processor.pausedCount()).toBe(0);
   });
 
+  it('stops sending a step window by window once its partition is revoked (a rebalance began), leaving the rest to the next owner', async () => {
+    let revokeOnSend = true;
+    const r = rig({
+      answer: (request) => {
+        // The rebalance begins while the first window is with the provider.
+        if (revokeOnSend) r.processor.revoke([TOPIC]);
+        revokeOnSend = false;
+        return { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 };
+      },
+    });
+    const messages = Array.from({ length: 40 }, (_, i) => message(i, event(`e${i}`)));
+    const first = payloadOf(TOPIC, messages);
+    await r.processor.eachBatch(first.payload);
+
+    // One window of the pool (16) went out; the other 24 are neither sent, nor resolved, nor paused for.
+    expect(r.providers.fcm.sent).toEqual(messages.slice(0, 16).map((_, i) => `e${i}`));
+    expect(first.calls.resolved).toEqual(['15']);
+    expect(r.pauses).toEqual([]);
+
+    // After the rejoin (the partition stayed with this member) the rest goes out once.
+    r.processor.reset({ unpause: true });
+    const again = payloadOf(TOPIC, messages.slice(16));
+    await r.processor.eachBatch(again.payload);
+    expect(r.providers.fcm.sent).toEqual(messages.map((_, i) => `e${i}`));
+    expect(again.calls.resolved).toEqual(['39']);
+  });
+
+  it('stops sending a step once kafkajs stops running the consumer (a crash, a stop)', async () => {
+    let running = true;
+    const r = rig({
+      answer: (request) => {
+        running = false;
+        return { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 };
+      },
+    });
+    const messages = Array.from({ length: 40 }, (_, i) => message(i, event(`e${i}`)));
+    const batch = payloadOf(TOPIC, messages);
+    batch.payload.isRunning = () => running;
+    await r.processor.eachBatch(batch.payload);
+    expect(r.providers.fcm.sent).toHaveLength(16);
+  });
+
   it('writes a transient failure to the retry topic with the next attempt and a not-before', async () => {
     const r = rig({
       answer: () => ({ kind: 'retry', reason: 'unavailable', httpStatus: 503, throttled: false }),
