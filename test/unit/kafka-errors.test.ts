@@ -9,7 +9,7 @@ import {
   KafkaJSServerDoesNotSupportApiKey,
 } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { brokerUnreachable, isKafkaJsError, restartable } from '../../src/kafka/errors.ts';
+import { brokerUnreachable, isKafkaJsError, isRebalancing, restartable } from '../../src/kafka/errors.ts';
 
 /** Which kafkajs crashes the consumer restarts from in-process (a broker restart) and which end it. */
 describe('brokerUnreachable', () => {
@@ -74,5 +74,30 @@ describe('restartable', () => {
     expect(restartable(new KafkaJSServerDoesNotSupportApiKey('unsupported'))).toBe(false);
     expect(restartable(new Error('SASL SCRAM SHA512 authentication failed'))).toBe(false);
     expect(restartable('a string')).toBe(false);
+  });
+});
+
+/** The heartbeat errors by which the consumer learns that a rebalance took its partitions. */
+describe('isRebalancing', () => {
+  // kafkajs builds its protocol errors from the broker's error code entry (message, type, code).
+  const Protocol = KafkaJSProtocolError as unknown as new (entry: {
+    message: string;
+    type: string;
+    code: number;
+    retriable: boolean;
+  }) => Error;
+  const protocol = (type: string, code: number) =>
+    new Protocol({ message: `broker said ${type}`, type, code, retriable: false });
+
+  it('is true for a rebalance under way, a lost generation and a moved coordinator', () => {
+    expect(isRebalancing(protocol('REBALANCE_IN_PROGRESS', 27))).toBe(true);
+    expect(isRebalancing(protocol('ILLEGAL_GENERATION', 22))).toBe(true);
+    expect(isRebalancing(protocol('NOT_COORDINATOR_FOR_GROUP', 16))).toBe(true);
+  });
+
+  it('is false for other errors, and for look-alikes that kafkajs did not throw', () => {
+    expect(isRebalancing(protocol('OFFSET_OUT_OF_RANGE', 1))).toBe(false);
+    expect(isRebalancing(Object.assign(new Error('x'), { type: 'REBALANCE_IN_PROGRESS' }))).toBe(false);
+    expect(isRebalancing(undefined)).toBe(false);
   });
 });
