@@ -152,7 +152,10 @@ export class BatchProcessor {
       // kafkajs' own errors (a rebalance, a lost coordinator) are its to handle. Anything else (Redis
       // unreachable, an outcome topic that cannot be written) must not kill the consumer: what is not
       // recorded stays unresolved, and the partition is paused and read again after a back-off.
-      if (isKafkaJsError(error)) throw error;
+      if (isKafkaJsError(error)) {
+        await this.handOver();
+        throw error;
+      }
       this.deps.observer.stepFailed?.(error, batch.topic, batch.partition);
       this.resolvePrefix(state, items, payload);
       if (!this.timers.isPaused(state)) this.timers.pauseFor(state, backoffDelayMs(state.stepFailed()));
@@ -161,7 +164,17 @@ export class BatchProcessor {
       // and finished here: the dedupe check is not made twice.
       state.keepUnresolved(items);
     }
+    if (!owned()) await this.handOver();
     this.deps.observer.batchDone?.(batch, state.openItems(items).length);
+  }
+
+  /**
+   * The partition may go to another member once this batch returns (a rebalance, a crash, a stop):
+   * what this member finished above the commit must be in Redis before the next owner reads it, so the
+   * done-marks still coalescing (up to AQUEDUCT_MARK_FLUSH_MS) are waited for now.
+   */
+  private async handOver(): Promise<void> {
+    await this.deps.doneStore.settled();
   }
 
   /**

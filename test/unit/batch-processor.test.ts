@@ -50,7 +50,10 @@ class MemoryDoneStore implements DoneMarks {
     }
   }
   committed(): void {}
-  async settled(): Promise<void> {}
+  settledCalls = 0;
+  async settled(): Promise<void> {
+    this.settledCalls++;
+  }
   private read(keys: readonly string[], partitions: readonly PartitionRef[]): DoneReading {
     const done = new Map<string, FinalOutcome>();
     for (const key of keys) {
@@ -395,6 +398,8 @@ describe('BatchProcessor', () => {
     expect(r.providers.fcm.sent).toEqual(messages.slice(0, 16).map((_, i) => `e${i}`));
     expect(first.calls.resolved).toEqual(['15']);
     expect(r.pauses).toEqual([]);
+    // Its done-marks were in the store before the batch handed the partition back to kafkajs.
+    expect(r.doneStore.settledCalls).toBe(1);
 
     // After the rejoin (the partition stayed with this member) the rest goes out once.
     r.processor.reset({ unpause: true });
