@@ -164,8 +164,8 @@ export class BatchProcessor {
       // and finished here: the dedupe check is not made twice.
       state.keepUnresolved(items);
     }
-    if (!owned()) await this.handOver();
     this.deps.observer.batchDone?.(batch, state.openItems(items).length);
+    if (!owned()) await this.handOver();
   }
 
   /**

@@ -156,7 +156,11 @@ describe('observability of the consumer and publisher processes', () => {
       // 2 partitions each of the topic, its retry topic and its deferred topic.
       expect(total(samples, 'aqueduct_partitions_paused')).toBeLessThanOrEqual(6);
       for (const lag of samples.filter((s) => s.name === 'aqueduct_consumer_lag')) {
-        expect(Number.isInteger(lag.value) && lag.value >= 0 && lag.value <= events.length + 1).toBe(true);
+        // The series itself in the failure message: which partition, which value.
+        expect({
+          lag,
+          inRange: Number.isInteger(lag.value) && lag.value >= 0 && lag.value <= events.length + 1,
+        }).toEqual({ lag, inRange: true });
       }
     }
     // After the run: the counters agree with what the simulators and the topics recorded.
