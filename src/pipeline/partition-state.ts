@@ -36,7 +36,7 @@ export class PartitionState {
   /** Until then (epoch ms) done-marks are read again right before each send (see Sender). */
   private readonly recheckUntil: number;
   /** The partition is no longer this member's: a rebalance began, or its consumer crashed or stops. */
-  private revokedAt = 0;
+  private isRevoked = false;
 
   constructor(topic: string, partition: number, recheckUntil = 0) {
     this.topic = topic;
@@ -47,12 +47,12 @@ export class PartitionState {
 
   /** True once {@link revoke} was called: nothing more is to be sent from this state. */
   get revoked(): boolean {
-    return this.revokedAt > 0;
+    return this.isRevoked;
   }
 
   /** The partition has left this member (or may have: a rebalance hands out every partition anew). */
   revoke(): void {
-    this.revokedAt ||= Date.now();
+    this.isRevoked = true;
   }
 
   /** The item a message was when it was read before (and not resolved since), or a new one. */
