@@ -22,6 +22,14 @@ import { PartitionState } from './partition-state.ts';
 import { backoffDelayMs, PauseTimers } from './pause-timers.ts';
 import { markDone, Sender } from './sender.ts';
 
+/**
+ * How soon a paused partition that was read to its end is read again while a pool it draws from could
+ * send (see pauseUntilReady), in ms: a trickle appended to it (retries coming due, a small tenant's
+ * events) then waits this long at most for another pool's refill, which in a throttled fleet comes one
+ * turn in several seconds.
+ */
+const READ_AGAIN_MS = 200;
+
 /** Options of {@link BatchProcessor}. */
 export interface BatchProcessorOptions extends ItemLimits, RetryPolicy {
   /** Most pushes started in one step of a batch. */
@@ -62,6 +70,8 @@ export type TokenPriority = 'normal' | 'low';
 /** What one step of a batch did. */
 interface StepResult {
   finished: number;
+  /** The pools the step's sends drew from. */
+  pools: TokenPool[];
   /** Pools that granted less than their items needed, with the unmet need. */
   starved: Map<TokenPool, number>;
 }
@@ -106,6 +116,8 @@ export class BatchProcessor {
   private readonly sender: Sender;
   private readonly timers: PauseTimers;
   private readonly partitions = new Map<string, PartitionState>();
+  /** The pools each partition's sends have drawn from (see pauseUntilReady). */
+  private readonly poolsOf = new WeakMap<PartitionState, Set<TokenPool>>();
   /** Devices throttled on their own (device-scoped 429s), paced in this process. */
   private readonly devices = new DeviceBackoff();
   /** Partitions assigned before this time (epoch ms) read their done-marks again before each send. */
@@ -139,11 +151,12 @@ export class BatchProcessor {
         const open = state.openItems(items);
         if (open.length === 0) break;
         const step = await this.step(state, open, owned);
+        this.rememberPools(state, step.pools);
         this.resolvePrefix(state, items, payload);
         await payload.commitOffsetsIfNecessary();
         await payload.heartbeat();
         if (step.finished === 0) {
-          if (owned()) this.pauseUntilReady(state, open, step.starved);
+          if (owned()) this.pauseUntilReady(state, open, step.starved, batch.offsetLag() === '0');
           break;
         }
       }
@@ -368,7 +381,7 @@ export class BatchProcessor {
       const unmet = (unsentByPool[i]?.length ?? 0) - (lateParked[i]?.length ?? 0);
       if (unmet > 0) starved.set(pool, unmet);
     }
-    return { finished: finished.length, starved };
+    return { finished: finished.length, pools: [...plan.byPool.keys()], starved };
   }
 
   /** Sorts a step's open items: what is skipped, dead-lettered, and sent (by pool, up to maxPerStep each). */
@@ -478,14 +491,32 @@ export class BatchProcessor {
   }
 
   /** Pauses a partition that finished nothing: until its pools have refilled or its first retry is due. */
+  /**
+   * Pauses the partition until a starved pool has refilled or a retry is due. A partition read to its
+   * end (`readToEnd`) is also read again shortly when a pool it drew from before is not dry: what was
+   * appended since may be that pool's to send, and must not wait for the starved pools' turn.
+   */
   private pauseUntilReady(
     state: PartitionState,
     open: readonly Item[],
     starved: Map<TokenPool, number>,
+    readToEnd: boolean,
   ): void {
     const now = Date.now();
     const dueTimes = open.filter((item) => item.decoded.ok && item.notBefore > now).map((i) => i.notBefore);
     const retryDueAt = dueTimes.length > 0 ? Math.min(...dueTimes) : undefined;
-    this.timers.pauseUntilReady(state, { starved, retryDueAt });
+    const couldSend = [...(this.poolsOf.get(state) ?? [])].some(
+      (pool) => !starved.has(pool) && pool.dryUntilMs <= now,
+    );
+    const readAgainAt = readToEnd && couldSend ? now + READ_AGAIN_MS : undefined;
+    this.timers.pauseUntilReady(state, { starved, retryDueAt, readAgainAt });
+  }
+
+  /** Adds to the pools a partition's sends have drawn from (a handful: one per bucket group). */
+  private rememberPools(state: PartitionState, pools: readonly TokenPool[]): void {
+    if (pools.length === 0) return;
+    const known = this.poolsOf.get(state);
+    if (known) for (const pool of pools) known.add(pool);
+    else this.poolsOf.set(state, new Set(pools));
   }
 }

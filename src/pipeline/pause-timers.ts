@@ -24,6 +24,11 @@ export interface WakeReasons {
   starved: ReadonlyMap<TokenPool, number>;
   /** Epoch ms at which the earliest pending retry is due, if one is pending. */
   retryDueAt: number | undefined;
+  /**
+   * Epoch ms at which to read the partition again for what was appended since (see
+   * BatchProcessor's READ_AGAIN_MS), if it was read to its end and another pool could send it.
+   */
+  readAgainAt?: number | undefined;
 }
 
 /** The back-off after failed steps in a row: 500 ms, doubling per failure, up to 10 s. */
@@ -99,6 +104,10 @@ export class PauseTimers {
       wakeAt = Math.min(wakeAt, reasons.retryDueAt);
       // A retry due later than a timer can wait wakes the partition at the limit, which pauses it again.
       timers.push(setTimeout(wake, timerDelayMs(reasons.retryDueAt - Date.now())));
+    }
+    if (reasons.readAgainAt !== undefined && reasons.readAgainAt < wakeAt) {
+      wakeAt = reasons.readAgainAt;
+      timers.push(setTimeout(wake, timerDelayMs(reasons.readAgainAt - Date.now())));
     }
     if (wakeAt === Number.POSITIVE_INFINITY) {
       // Nothing to wait for (e.g. a duplicate id held back for its twin's mark): read again shortly.

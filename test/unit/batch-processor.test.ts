@@ -113,13 +113,16 @@ function fakeProvider(
 class MemoryTokenSource implements TokenSource {
   readonly blocks: Array<{ buckets: string[]; retryAfterMs: number }> = [];
   tokens: number;
-  constructor(tokens: number) {
+  /** The wait a short grant is told. */
+  private readonly dryWaitMs: number;
+  constructor(tokens: number, dryWaitMs = 30) {
     this.tokens = tokens;
+    this.dryWaitMs = dryWaitMs;
   }
   async acquire(_buckets: PoolBucket[], n: number) {
     const granted = Math.min(n, this.tokens);
     this.tokens -= granted;
-    return { granted, waitMs: granted < n ? 30 : 0 };
+    return { granted, waitMs: granted < n ? this.dryWaitMs : 0 };
   }
   async blockUntil(buckets: PoolBucket[], retryAfterMs: number) {
     this.blocks.push({ buckets: buckets.map((bucket) => bucket.name), retryAfterMs });
@@ -148,7 +151,7 @@ function message(offset: number, value: unknown, headers: Record<string, string>
 }
 
 /** A kafkajs `eachBatch` payload over `messages`, recording what the handler does with it. */
-function payloadOf(topic: string, messages: KafkaMessage[]) {
+function payloadOf(topic: string, messages: KafkaMessage[], offsetLag = '0') {
   const calls = { resolved: [] as string[], commits: 0, heartbeats: 0 };
   const last = messages.at(-1)?.offset ?? '-1';
   const batch: Batch = {
@@ -159,8 +162,8 @@ function payloadOf(topic: string, messages: KafkaMessage[]) {
     isEmpty: () => messages.length === 0,
     firstOffset: () => messages[0]?.offset ?? null,
     lastOffset: () => last,
-    offsetLag: () => '0',
-    offsetLagLow: () => '0',
+    offsetLag: () => offsetLag,
+    offsetLagLow: () => offsetLag,
   };
   const payload: EachBatchPayload = {
     batch,
@@ -183,6 +186,10 @@ function payloadOf(topic: string, messages: KafkaMessage[]) {
 
 interface RigOptions {
   tokens?: number;
+  /** The wait the pool's source tells a short grant, in ms. */
+  dryWaitMs?: number;
+  /** APNs events draw from a pool of their own, over a source with these tokens. */
+  apnsTokens?: number;
   answer?: (request: PushRequest) => PushOutcome;
   failingWrites?: number[];
   options?: Partial<BatchProcessorOptions>;
@@ -197,13 +204,29 @@ afterEach(async () => {
   await Promise.all(pools.splice(0).map((pool) => pool.close()));
 });
 
-function rig({ tokens = 1000, answer, failingWrites = [], options = {}, shares }: RigOptions = {}) {
+function rig({
+  tokens = 1000,
+  dryWaitMs,
+  apnsTokens,
+  answer,
+  failingWrites = [],
+  options = {},
+  shares,
+}: RigOptions = {}) {
   const providers = { fcm: fakeProvider('fcm', answer), apns: fakeProvider('apns', answer) };
   const doneStore = new MemoryDoneStore();
   const outcomes = new MemoryOutcomeWriter(failingWrites);
-  const source = new MemoryTokenSource(tokens);
+  const source = new MemoryTokenSource(tokens, dryWaitMs);
   const pool = new TokenPool(source, [{ name: 'fcm', rate: 1000, capacity: 1000 }], { chunk: 1, window: 16 });
   pools.push(pool);
+  const apnsPool =
+    apnsTokens === undefined
+      ? pool
+      : new TokenPool(new MemoryTokenSource(apnsTokens), [{ name: 'apns', rate: 1000, capacity: 1000 }], {
+          chunk: 1,
+          window: 16,
+        });
+  if (apnsPool !== pool) pools.push(apnsPool);
   const events: string[] = [];
   const pauses: string[] = [];
   const priorities: string[] = [];
@@ -222,9 +245,9 @@ function rig({ tokens = 1000, answer, failingWrites = [], options = {}, shares }
       providers,
       doneStore,
       outcomes,
-      poolFor: (_event, priority) => {
+      poolFor: (e, priority) => {
         priorities.push(priority);
-        return pool;
+        return e.platform === 'apns' ? apnsPool : pool;
       },
       ...(shares ? { parking: new Parking(shares, { retry: RETRY_TOPIC, deferred: DEFERRED_TOPIC }) } : {}),
       pause: (topic, partition) => pauses.push(`pause ${topic}:${partition}`),
@@ -378,6 +401,34 @@ describe('BatchProcessor', () => {
     expect(r.providers.fcm.sent).toEqual(['e0', 'e1', 'e2']);
     expect(again.calls.resolved).toEqual(['2']);
     expect(r.processor.pausedCount()).toBe(0);
+  });
+
+  it("reads a partition read to its end again soon while another of its pools could send, not only at the starved pool's refill", async () => {
+    // FCM's pool is dry for a minute; APNs' has tokens.
+    const r = rig({ tokens: 0, dryWaitMs: 60_000, apnsTokens: 100 });
+    const first = [message(0, event('e0')), message(1, event('a0', 'apns'))];
+    await r.processor.eachBatch(payloadOf(TOPIC, first).payload);
+    expect(r.providers.apns.sent).toEqual(['a0']);
+    expect(r.pauses).toEqual([`pause ${TOPIC}:0`]);
+
+    // Read again long before FCM's refill: what was appended since goes out with APNs' tokens.
+    await until(() => r.pauses.length === 2);
+    expect(r.pauses[1]).toBe(`resume ${TOPIC}:0`);
+    const again = payloadOf(TOPIC, [...first, message(2, event('a1', 'apns'))]);
+    await r.processor.eachBatch(again.payload);
+    expect(r.providers.apns.sent).toEqual(['a0', 'a1']);
+    expect(r.providers.fcm.sent).toEqual([]);
+    expect(again.calls.resolved).toEqual([]);
+    expect(r.pauses.at(-1)).toBe(`pause ${TOPIC}:0`);
+  });
+
+  it('waits for the starved pool when the batch did not reach the end of its partition (a re-read brings nothing new)', async () => {
+    const r = rig({ tokens: 0, dryWaitMs: 60_000, apnsTokens: 100 });
+    const first = [message(0, event('e0')), message(1, event('a0', 'apns'))];
+    await r.processor.eachBatch(payloadOf(TOPIC, first, '500').payload);
+    expect(r.pauses).toEqual([`pause ${TOPIC}:0`]);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(r.pauses).toEqual([`pause ${TOPIC}:0`]);
   });
 
   it('stops sending a step window by window once its partition is revoked (a rebalance began), leaving the rest to the next owner', async () => {
