@@ -490,11 +490,11 @@ export class BatchProcessor {
     if (through !== undefined) payload.resolveOffset(through);
   }
 
-  /** Pauses a partition that finished nothing: until its pools have refilled or its first retry is due. */
   /**
-   * Pauses the partition until a starved pool has refilled or a retry is due. A partition read to its
-   * end (`readToEnd`) is also read again shortly when a pool it drew from before is not dry: what was
-   * appended since may be that pool's to send, and must not wait for the starved pools' turn.
+   * Pauses a partition that finished nothing, until a starved pool has refilled or a retry is due. A
+   * partition read to its end (`readToEnd`) is also read again shortly when a pool it drew from before
+   * is not dry: what was appended since may be that pool's to send, and must not wait for the starved
+   * pools' turn.
    */
   private pauseUntilReady(
     state: PartitionState,
