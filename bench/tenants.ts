@@ -11,8 +11,9 @@ import { machine } from './machine.ts';
  * `npm run bench -- tenants`: a big tenant's burst and two small tenants' steady traffic, under one
  * global provider limit. Real Kafka, Redis, simulators (800/s, burst 2000 per provider) and three
  * `aqueduct consume` processes: tenant A publishes `BENCH_TENANTS_BURST` (20 000) events at once; B and
- * C publish 1 000 each, one at a time, evenly over the time A's burst needs at the providers' rate. In
- * that contended phase a max-min fair split gives B and C all they ask (their publish rate, far under a
+ * C publish 1 000 each, one at a time, evenly over the time A's burst takes at the providers' limits
+ * (10 s: the burst allowance at once, the rest at the rate), from the burst's first push. In that
+ * contended phase a max-min fair split gives B and C all they ask (their publish rate, far under a
  * third of the budget) and A the rest.
  *
  * Figures per variant: each tenant's delivered rate in the contended phase and p99 publish → provider
@@ -125,8 +126,10 @@ export async function runTenantsBench(options: {
     log: options.log,
     name: 'tenants',
   });
-  // The time A's burst needs at both providers' rate: B and C publish over that.
-  const seconds = options.burstEvents / (2 * PROVIDER.rate);
+  // B and C publish over the time A's burst takes at the providers' limits: the buckets start full, so
+  // the burst allowance goes at once and the rest at the rate. The whole period is contended: A's
+  // backlog (and B's and C's share of the budget) lasts past its end.
+  const seconds = Math.max(1, (options.burstEvents - 2 * PROVIDER.burst) / (2 * PROVIDER.rate));
   try {
     const run = async (name: 'unfair' | 'fair'): Promise<TenantsVariant> => {
       options.log(

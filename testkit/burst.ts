@@ -217,20 +217,22 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       ...(options.env ? { extra: options.env } : {}),
     });
     const started = Date.now();
+    const deadline = started + (options.timeoutMs ?? 600_000);
     consumers.push(
       ...spawnFleet(options.consumers, env, (name) => join(options.logDir, `${topic}-${name}.log`)),
     );
 
     const limiter = new TokenBucketLimiter(redis, { keyPrefix: `aq-${runId}` });
-    // The trickle starts as the burst starts draining: once every consumer has joined the group.
+    // The trickle starts as the burst starts draining: once every consumer has joined the group and a
+    // first push of the burst reached a provider. (A consumer logs its join before its first fetch;
+    // until the first push nobody sends, and there is no budget to share yet.)
     const { trickle } = options;
     const trickling = trickle
-      ? Promise.all(consumers.map((c) => c.joined())).then(() =>
-          publishTrickle(kafka, topic, trickleEvents, trickle, publishedAt),
-        )
+      ? Promise.all(consumers.map((c) => c.joined()))
+          .then(() => firstRequest(simulators, deadline))
+          .then(() => publishTrickle(kafka, topic, trickleEvents, trickle, publishedAt))
       : Promise.resolve(undefined);
     const ids = [...events, ...trickleEvents].map((e) => e.id);
-    const deadline = started + (options.timeoutMs ?? 600_000);
     let lastDelivered = 0;
     let lastTick = Date.now();
     const throttleSamples: Array<{ at: number; total: number }> = [];
@@ -356,6 +358,15 @@ export async function runBurst(options: BurstOptions): Promise<BurstResult> {
       ...partial,
     };
   }
+}
+
+/** Resolves once either simulator has had a request (polled every 5 ms), or at `deadline` (epoch ms). */
+async function firstRequest(
+  simulators: { fcm: { stats(): { requests: number } }; apns: { stats(): { requests: number } } },
+  deadline: number,
+): Promise<void> {
+  while (simulators.fcm.stats().requests + simulators.apns.stats().requests === 0 && Date.now() < deadline)
+    await sleep(5);
 }
 
 /**
