@@ -48,6 +48,9 @@ export function decodeEvent(
   } catch (error) {
     return { ok: false, kind: 'invalid-json', reason: `not JSON: ${jsonErrorWithoutInput(error)}` };
   }
+  // A valid event (nearly every one) needs nothing below: it has the schema version read here.
+  const fast = acceptedEvent(json);
+  if (fast !== undefined) return { ok: true, event: fast };
   const eventId = typeof json === 'object' && json !== null && 'id' in json ? safeId(json.id) : undefined;
   const version =
     typeof json === 'object' && json !== null && 'schemaVersion' in json ? json.schemaVersion : undefined;
@@ -59,8 +62,6 @@ export function decodeEvent(
       ...(eventId ? { eventId } : {}),
     };
   }
-  const fast = acceptedEvent(json);
-  if (fast !== undefined) return { ok: true, event: fast };
   const parsed = notificationEventSchema.safeParse(json);
   if (!parsed.success) {
     return {

@@ -4,7 +4,7 @@ import type { NotificationEvent, Platform } from '../events/event.ts';
 import { isKafkaJsError } from '../kafka/errors.ts';
 import type { TokenPool } from '../limiter/token-pool.ts';
 import { blocksFleet, type PushProvider } from '../providers/types.ts';
-import { DeviceBackoff, deviceKey, MAX_PER_DEVICE_PER_STEP, PACED_SEND_WAIT_MS } from './device-backoff.ts';
+import { DeviceBackoff, MAX_PER_DEVICE_PER_STEP, PACED_SEND_WAIT_MS } from './device-backoff.ts';
 import type { DoneMark, DoneReading, DoneStore } from './done-store.ts';
 import { type Answered, type Item, type ItemLimits, readItem, type Sendable } from './item.ts';
 import type { PipelineObserver } from './observer.ts';
@@ -272,7 +272,7 @@ export class BatchProcessor {
     if (finished) state.finishedEarlier(finished);
     state.checked(
       unchecked,
-      reading.done.size === 0 ? [] : lookedUp.filter((item) => reading.done.has(item.dedupeKey)),
+      reading.done.size === 0 ? [] : lookedUp.filter((item) => reading.done.has(item.dedupeKey.text)),
       toPark,
     );
   }
@@ -400,7 +400,8 @@ export class BatchProcessor {
     const isOver = parking?.judge(state.topic, now);
     const readingBack = parking?.readsBack(state.topic) ?? false;
     const seenIds = new Set<string>();
-    const perDevice = new Map<string, number>();
+    // Sends per device, by platform and token (a token names a device within its platform).
+    const perDevice: Record<Platform, Map<string, number>> = { fcm: new Map(), apns: new Map() };
     for (const item of open) {
       if (state.wasDoneEarlier(item) || this.deps.doneStore.isDoneLocally(item.dedupeKey)) {
         plan.duplicates.push(item);
@@ -411,8 +412,8 @@ export class BatchProcessor {
         continue;
       }
       // The same id twice in reach (a retry copy written twice): send one, the other waits for its mark.
-      if (item.notBefore > now || seenIds.has(item.dedupeKey)) continue;
-      seenIds.add(item.dedupeKey);
+      if (item.notBefore > now || seenIds.has(item.dedupeKey.text)) continue;
+      seenIds.add(item.dedupeKey.text);
       const event = item.decoded.event;
       if (isOver?.(event) || state.mustPark(item)) {
         plan.parked.push({ item, event });
@@ -422,8 +423,8 @@ export class BatchProcessor {
       const group = pool ? (plan.byPool.get(pool) ?? { entries: [], urgent: 0 }) : undefined;
       const entries = group ? group.entries : plan.unmetered;
       if (entries.length >= this.options.maxPerStep) continue;
-      const device = deviceKey(event);
-      const sentToDevice = perDevice.get(device) ?? 0;
+      const sentTo = perDevice[event.platform];
+      const sentToDevice = sentTo.get(event.token) ?? 0;
       if (sentToDevice >= MAX_PER_DEVICE_PER_STEP) continue;
       // A device the provider throttled on its own waits for its slot; nothing else waits for it.
       const decision = this.devices.decide(event, now);
@@ -431,7 +432,7 @@ export class BatchProcessor {
         plan.deferred.push({ item, event, notBefore: decision.notBefore });
         continue;
       }
-      perDevice.set(device, sentToDevice + 1);
+      sentTo.set(event.token, sentToDevice + 1);
       // A paced device's send is due now: it goes first for the group's tokens (and gets its slot back
       // when it gets none, see DeviceBackoff.unsent).
       if (group && this.devices.isPaced(event)) {

@@ -1,4 +1,3 @@
-import { hash } from 'node:crypto';
 import type { RedisClient } from '../redis/client.ts';
 import { toScriptError } from '../redis/script-errors.ts';
 import {
@@ -9,6 +8,8 @@ import {
   type ScriptName,
   scriptCall,
 } from '../redis/scripts.ts';
+import { asIdempotencyKey, type IdempotencyKey, type KeyInput } from './idempotency-key.ts';
+import { RecentKeys } from './recent-keys.ts';
 
 /** The outcomes that end an event for good (a `retry` does not: the retried copy carries on). */
 export type FinalOutcome = 'delivered' | 'dead-lettered' | 'invalid-token';
@@ -30,13 +31,13 @@ export interface DoneMark extends PartitionRef {
 
 /** An event's idempotency key (Item.dedupeKey) and its final outcome. */
 export interface FinalMark {
-  key: string;
+  key: KeyInput;
   outcome: FinalOutcome;
 }
 
 /** What an earlier reading finished, as a lookup found it. */
 export interface DoneReading {
-  /** Idempotency keys remembered by the window, with their outcome. */
+  /** Idempotency keys (their text) remembered by the window, with their outcome. */
   done: Map<string, FinalOutcome>;
   /** Per partition asked for (`topic:partition`), its offsets finished above the committed one. */
   finished: Map<string, Set<string>>;
@@ -101,13 +102,6 @@ export interface DoneStoreOptions {
   markCoalesceMs?: number;
 }
 
-/** An idempotency key's place in the window: its 8-byte fingerprint (two 32-bit halves) and its shard. */
-interface Fingerprint {
-  high: number;
-  low: number;
-  shard: number;
-}
-
 /** What the next flush writes for one partition: the offsets finished, and Kafka's latest commit. */
 interface PendingPartition {
   ref: PartitionRef;
@@ -141,20 +135,15 @@ export class DoneStore {
   private readonly options: Required<DoneStoreOptions>;
   /** Marks and trims waiting for the next flush, per partition key. */
   private pendingPartitions = new Map<string, PendingPartition>();
-  /** Window entries waiting for the next flush, per shard: fingerprint and outcome byte. */
-  private pendingEntries = new Map<number, Array<{ fp: Fingerprint; outcome: number }>>();
-  /**
-   * Keys this process marked recently: a second copy in reach is skipped without asking Redis. Two
-   * generations of RECENT_LIMIT / 2 (the older one dropped whole when the newer fills up): evicting one
-   * key at a time from the front of a Set costs ~20 µs per mark once it is full.
-   */
-  private recent = new Set<string>();
-  private older = new Set<string>();
+  /** Window entries waiting for the next flush, per shard: key and outcome byte. */
+  private pendingEntries = new Map<number, Array<{ key: IdempotencyKey; outcome: number }>>();
+  /** Keys this process marked recently: a second copy in reach is skipped without asking Redis. */
+  private readonly recent = new RecentKeys(RECENT_LIMIT);
   private flushing: Promise<void> | undefined;
   /** Flushes not yet answered by Redis. */
   private readonly unsettled = new Set<Promise<void>>();
   private checks: Array<{
-    keys: readonly string[];
+    keys: readonly KeyInput[];
     partitions: readonly PartitionRef[];
     resolve: (reading: DoneReading) => void;
     reject: (e: unknown) => void;
@@ -197,14 +186,14 @@ export class DoneStore {
    * partition given (read once per assignment). On one server asked right away: a fetched batch's check
    * goes out while kafkajs hands the process the next batches of the same fetch.
    */
-  lookup(keys: readonly string[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
+  lookup(keys: readonly KeyInput[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
     // On a Cluster a lookup costs a call per tag it touches; the batches of one fetch, a few ms apart,
     // share those calls instead.
     return this.redis.isCluster ? this.check(keys, partitions) : this.read(keys, partitions);
   }
 
   /** As {@link lookup}, coalesced with other callers' checks of the next few ms. */
-  check(keys: readonly string[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
+  check(keys: readonly KeyInput[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
     return new Promise((resolve, reject) => {
       if (this.checks.length === 0) setTimeout(() => void this.flushChecks(), this.options.coalesceMs);
       this.checks.push({ keys, partitions, resolve, reject });
@@ -212,8 +201,8 @@ export class DoneStore {
   }
 
   /** True when this process itself marked `key` final recently (and the window is on). */
-  isDoneLocally(key: string): boolean {
-    return this.recent.has(key) || this.older.has(key);
+  isDoneLocally(key: KeyInput): boolean {
+    return this.windowOn && this.recent.has(asIdempotencyKey(key));
   }
 
   /**
@@ -229,11 +218,13 @@ export class DoneStore {
         pending = this.pendingPartition(mark);
       pending.offsets.push(mark.offset);
       if (mark.final && this.windowOn) {
-        const fp = this.fingerprint(mark.final.key);
-        const entries = this.pendingEntries.get(fp.shard) ?? [];
-        entries.push({ fp, outcome: OUTCOME_BYTE[mark.final.outcome] });
-        this.pendingEntries.set(fp.shard, entries);
-        this.remember(mark.final.key);
+        const key = asIdempotencyKey(mark.final.key);
+        const shard = this.shardOf(key);
+        const entry = { key, outcome: OUTCOME_BYTE[mark.final.outcome] };
+        const entries = this.pendingEntries.get(shard);
+        if (entries) entries.push(entry);
+        else this.pendingEntries.set(shard, [entry]);
+        this.recent.add(key);
       }
     }
     return this.scheduleFlush();
@@ -257,7 +248,7 @@ export class DoneStore {
    * Forgets that these events were dead-lettered (other outcomes stay), so that replayed copies are
    * processed rather than skipped as second copies. Resolves with the number forgotten.
    */
-  async forgetDeadLettered(keys: readonly string[]): Promise<number> {
+  async forgetDeadLettered(keys: readonly KeyInput[]): Promise<number> {
     if (!this.windowOn || keys.length === 0) return 0;
     const byShard = this.byShard(keys);
     let forgotten = 0;
@@ -271,31 +262,23 @@ export class DoneStore {
     return forgotten;
   }
 
-  /**
-   * An idempotency key's fingerprint: the first 8 bytes of its SHA-1, so that nobody can choose an id
-   * whose fingerprint matches another tenant's event.
-   */
-  private fingerprint(key: string): Fingerprint {
-    const digest = hash('sha1', key, 'buffer');
-    // The shard comes from bytes the fingerprint does not use, so all 64 bits of it tell events apart.
-    return {
-      high: digest.readUInt32BE(0),
-      low: digest.readUInt32BE(4),
-      shard: digest.readUInt32BE(8) % this.options.shards,
-    };
+  /** The window shard a key falls in. */
+  private shardOf(key: IdempotencyKey): number {
+    return key.spread % this.options.shards;
   }
 
-  /** Distinct keys by the shard their fingerprint falls in. */
-  private byShard(keys: Iterable<string>): Map<number, Array<{ key: string; fp: Fingerprint }>> {
-    const byShard = new Map<number, Array<{ key: string; fp: Fingerprint }>>();
-    const seen = new Set<string>();
-    for (const key of keys) {
-      if (seen.has(key)) continue;
-      seen.add(key);
-      const fp = this.fingerprint(key);
-      const list = byShard.get(fp.shard);
-      if (list) list.push({ key, fp });
-      else byShard.set(fp.shard, [{ key, fp }]);
+  /**
+   * Keys by the shard their fingerprint falls in. A key given twice is asked for twice (both get the
+   * same answer): rarer than what telling them apart would cost every key.
+   */
+  private byShard(keys: Iterable<KeyInput>): Map<number, IdempotencyKey[]> {
+    const byShard = new Map<number, IdempotencyKey[]>();
+    for (const input of keys) {
+      const key = asIdempotencyKey(input);
+      const shard = this.shardOf(key);
+      const list = byShard.get(shard);
+      if (list) list.push(key);
+      else byShard.set(shard, [key]);
     }
     return byShard;
   }
@@ -303,16 +286,16 @@ export class DoneStore {
   /** The scripts' shard arguments: a count per shard, and all fingerprints in one string, shard by shard. */
   private fingerprintBlob(
     shards: readonly number[],
-    byShard: Map<number, Array<{ key: string; fp: Fingerprint }>>,
-  ): { counts: string; blob: Buffer; keys: string[] } {
+    byShard: Map<number, IdempotencyKey[]>,
+  ): { counts: string; blob: Buffer; keys: IdempotencyKey[] } {
     const lists = shards.map((shard) => byShard.get(shard) ?? []);
     const blob = Buffer.allocUnsafe(8 * lists.reduce((n, list) => n + list.length, 0));
-    const keys: string[] = [];
+    const keys: IdempotencyKey[] = [];
     let at = 0;
     for (const list of lists)
-      for (const { key, fp } of list) {
-        blob.writeUInt32BE(fp.high, at);
-        blob.writeUInt32BE(fp.low, at + 4);
+      for (const key of list) {
+        blob.writeUInt32BE(key.high, at);
+        blob.writeUInt32BE(key.low, at + 4);
         at += 8;
         keys.push(key);
       }
@@ -354,11 +337,9 @@ export class DoneStore {
     return plans;
   }
 
-  private async read(keys: readonly string[], partitions: readonly PartitionRef[]): Promise<DoneReading> {
+  private async read(keys: readonly KeyInput[], partitions: readonly PartitionRef[]): Promise<DoneReading> {
     const reading: DoneReading = { done: new Map(), finished: new Map() };
-    const byShard = this.windowOn
-      ? this.byShard(keys)
-      : new Map<number, Array<{ key: string; fp: Fingerprint }>>();
+    const byShard = this.windowOn ? this.byShard(keys) : new Map<number, IdempotencyKey[]>();
     const calls = this.plans(partitions, [...byShard.keys()]).map(async (plan) => {
       const { counts, blob, keys: asked } = this.fingerprintBlob(plan.shards, byShard);
       const redisKeys = [
@@ -381,7 +362,7 @@ export class DoneStore {
       const outcomes = fields[plan.partitions.length] ?? '';
       asked.forEach((key, j) => {
         const outcome = OUTCOME_OF_BYTE[outcomes[j] ?? '-'];
-        if (outcome) reading.done.set(key, outcome);
+        if (outcome) reading.done.set(key.text, outcome);
       });
     });
     await Promise.all(calls);
@@ -392,7 +373,7 @@ export class DoneStore {
     const waiting = this.checks;
     this.checks = [];
     try {
-      const keys = new Set<string>();
+      const keys = new Set<KeyInput>();
       const partitions = new Map<string, PartitionRef>();
       for (const check of waiting) {
         for (const key of check.keys) keys.add(key);
@@ -428,14 +409,6 @@ export class DoneStore {
     return this.flushing;
   }
 
-  private remember(key: string): void {
-    this.recent.add(key);
-    if (this.recent.size >= RECENT_LIMIT / 2) {
-      this.older = this.recent;
-      this.recent = new Set();
-    }
-  }
-
   private async flush(): Promise<void> {
     const partitions = this.pendingPartitions;
     const entries = this.pendingEntries;
@@ -451,9 +424,9 @@ export class DoneStore {
       const blob = Buffer.allocUnsafe(9 * lists.reduce((n, list) => n + list.length, 0));
       let at = 0;
       for (const list of lists)
-        for (const { fp, outcome } of list) {
-          blob.writeUInt32BE(fp.high, at);
-          blob.writeUInt32BE(fp.low, at + 4);
+        for (const { key, outcome } of list) {
+          blob.writeUInt32BE(key.high, at);
+          blob.writeUInt32BE(key.low, at + 4);
           blob[at + 8] = outcome;
           at += 9;
         }

@@ -3,6 +3,7 @@ import { type DecodeResult, decodeEvent } from '../events/decode.ts';
 import { idempotencyKey, type NotificationEvent } from '../events/event.ts';
 import { envelopeBytes, HEADER, headerNumber } from '../kafka/headers.ts';
 import type { PushOutcome } from '../providers/types.ts';
+import { IdempotencyKey } from './idempotency-key.ts';
 
 /** One message of a partition, decoded once and remembered until its offset is resolved. */
 export interface Item {
@@ -14,7 +15,7 @@ export interface Item {
   /** Epoch ms before which it must not be sent (retries only); 0 for "now". */
   notBefore: number;
   /** The key its outcome is recorded under: the event's (tenant, id), or the message's coordinates when it has none. */
-  dedupeKey: string;
+  dedupeKey: IdempotencyKey;
 }
 
 /** An item whose event decoded, on its way to its provider. */
@@ -54,6 +55,8 @@ export function readItem(topic: string, partition: number, message: KafkaMessage
   const fromRetry = topic === limits.retryTopic;
   const attempt = fromRetry ? Math.max(1, headerNumber(message.headers, HEADER.attempt, 1)) : 1;
   const notBefore = fromRetry ? headerNumber(message.headers, HEADER.notBefore, 0) : 0;
-  const dedupeKey = decoded.ok ? idempotencyKey(decoded.event) : `@${topic}:${partition}:${message.offset}`;
+  const dedupeKey = new IdempotencyKey(
+    decoded.ok ? idempotencyKey(decoded.event) : `@${topic}:${partition}:${message.offset}`,
+  );
   return { offset: message.offset, message, decoded, attempt, notBefore, dedupeKey };
 }

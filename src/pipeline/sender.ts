@@ -131,7 +131,7 @@ export class Sender {
     const keep: Sendable[] = [];
     const skipped: Item[] = [];
     for (const entry of entries) {
-      if (reading.done.has(entry.item.dedupeKey) || finished?.has(entry.item.offset)) {
+      if (reading.done.has(entry.item.dedupeKey.text) || finished?.has(entry.item.offset)) {
         this.deps.observer.duplicateSkipped?.(entry.item);
         skipped.push(entry.item);
       } else {

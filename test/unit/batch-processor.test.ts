@@ -9,6 +9,7 @@ import {
   type DoneMarks,
 } from '../../src/pipeline/batch-processor.ts';
 import type { DoneMark, DoneReading, FinalOutcome, PartitionRef } from '../../src/pipeline/done-store.ts';
+import type { KeyInput } from '../../src/pipeline/idempotency-key.ts';
 import type { PipelineObserver } from '../../src/pipeline/observer.ts';
 import type { OutcomeRecord } from '../../src/pipeline/outcome-writer.ts';
 import { Parking } from '../../src/pipeline/parking.ts';
@@ -34,19 +35,19 @@ class MemoryDoneStore implements DoneMarks {
   readonly finished = new Set<string>();
   /** Partitions whose finished offsets were read, in order. */
   readonly partitionReads: string[] = [];
-  async lookup(keys: readonly string[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
+  async lookup(keys: readonly KeyInput[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
     return this.read(keys, partitions);
   }
-  async check(keys: readonly string[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
+  async check(keys: readonly KeyInput[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
     return this.read(keys, partitions);
   }
-  isDoneLocally(key: string): boolean {
-    return this.marks.has(key);
+  isDoneLocally(key: KeyInput): boolean {
+    return this.marks.has(String(key));
   }
   async mark(marks: readonly DoneMark[]): Promise<void> {
     for (const { topic, partition, offset, final } of marks) {
       this.finished.add(`${topic}:${partition}:${offset}`);
-      if (final) this.marks.set(final.key, final.outcome);
+      if (final) this.marks.set(String(final.key), final.outcome);
     }
   }
   committed(): void {}
@@ -54,9 +55,9 @@ class MemoryDoneStore implements DoneMarks {
   async settled(): Promise<void> {
     this.settledCalls++;
   }
-  private read(keys: readonly string[], partitions: readonly PartitionRef[]): DoneReading {
+  private read(keys: readonly KeyInput[], partitions: readonly PartitionRef[]): DoneReading {
     const done = new Map<string, FinalOutcome>();
-    for (const key of keys) {
+    for (const key of keys.map(String)) {
       const outcome = this.marks.get(key);
       if (outcome !== undefined) done.set(key, outcome as FinalOutcome);
     }

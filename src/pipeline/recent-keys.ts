@@ -1,0 +1,82 @@
+import type { IdempotencyKey } from './idempotency-key.ts';
+
+/**
+ * The fingerprints of the keys a process marked final lately, in two generations of `capacity / 2`
+ * (the older one dropped whole when the newer fills up). Each generation is an open-addressing table of
+ * 64-bit fingerprints in typed arrays: a check costs a probe or two in memory that the collector never
+ * scans, where a Set of key strings cost a string hash and a cache miss per set per event. Two keys
+ * are told apart by their fingerprints, as in the idempotency window itself.
+ */
+export class RecentKeys {
+  private readonly perGeneration: number;
+  private readonly slots: number;
+  private recent: Generation;
+  private older: Generation | undefined;
+
+  constructor(capacity: number) {
+    this.perGeneration = Math.max(1, Math.floor(capacity / 2));
+    // At most half full: probes stay short.
+    this.slots = 2 ** Math.ceil(Math.log2(this.perGeneration * 2));
+    this.recent = new Generation(this.slots);
+  }
+
+  has(key: IdempotencyKey): boolean {
+    const { high, low } = key;
+    return this.recent.has(high, low) || (this.older?.has(high, low) ?? false);
+  }
+
+  add(key: IdempotencyKey): void {
+    if (!this.recent.add(key.high, key.low)) return;
+    if (this.recent.size >= this.perGeneration) {
+      this.older = this.recent;
+      this.recent = new Generation(this.slots);
+    }
+  }
+}
+
+/** One table: slot i holds a fingerprint in words 2i and 2i + 1; (0, 0) marks an empty slot. */
+class Generation {
+  size = 0;
+  private readonly words: Uint32Array;
+  private readonly mask: number;
+
+  constructor(slots: number) {
+    this.words = new Uint32Array(slots * 2);
+    this.mask = slots - 1;
+  }
+
+  has(high: number, low: number): boolean {
+    const h = high;
+    const l = stored(high, low);
+    for (let slot = l & this.mask; ; slot = (slot + 1) & this.mask) {
+      const at = slot * 2;
+      const sh = this.words[at] as number;
+      const sl = this.words[at + 1] as number;
+      if (sh === h && sl === l) return true;
+      if (sh === 0 && sl === 0) return false;
+    }
+  }
+
+  /** Adds a fingerprint; false when it was there already. */
+  add(high: number, low: number): boolean {
+    const h = high;
+    const l = stored(high, low);
+    for (let slot = l & this.mask; ; slot = (slot + 1) & this.mask) {
+      const at = slot * 2;
+      const sh = this.words[at] as number;
+      const sl = this.words[at + 1] as number;
+      if (sh === h && sl === l) return false;
+      if (sh === 0 && sl === 0) {
+        this.words[at] = h;
+        this.words[at + 1] = l;
+        this.size++;
+        return true;
+      }
+    }
+  }
+}
+
+/** The low word as stored: the fingerprint (0, 0) would read as an empty slot, so it is kept as (0, 1). */
+function stored(high: number, low: number): number {
+  return high === 0 && low === 0 ? 1 : low;
+}
