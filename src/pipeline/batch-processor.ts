@@ -403,12 +403,19 @@ export class BatchProcessor {
     // Sends per device, by platform and token (a token names a device within its platform).
     const perDevice: Record<Platform, Map<string, number>> = { fcm: new Map(), apns: new Map() };
     for (const item of open) {
-      if (state.wasDoneEarlier(item) || this.deps.doneStore.isDoneLocally(item.dedupeKey)) {
+      if (state.wasDoneEarlier(item)) {
         plan.duplicates.push(item);
         continue;
       }
       if (!item.decoded.ok) {
         plan.undecodable.push({ item, decoded: item.decoded });
+        continue;
+      }
+      // A second copy of an event this process finished since the lookup. (Not asked for a message
+      // that did not decode: its coordinates are no event's key. Nor for one parked before its lookup:
+      // the lookup is made when it is read back.)
+      if (!state.mustPark(item) && this.deps.doneStore.isDoneLocally(item.dedupeKey)) {
+        plan.duplicates.push(item);
         continue;
       }
       // The same id twice in reach (a retry copy written twice): send one, the other waits for its mark.

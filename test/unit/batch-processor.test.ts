@@ -344,6 +344,17 @@ describe('BatchProcessor', () => {
     expect(calls.resolved).toEqual(['2']);
   });
 
+  it('dead-letters a message that is not an event even when an event delivered before has its coordinates for an id', async () => {
+    const r = rig();
+    const id = `@${TOPIC}:0:1`; // printable ASCII: a valid id
+    await r.processor.eachBatch(payloadOf(TOPIC, [message(0, { ...event(id), token: 'token-a' })]).payload);
+    await r.processor.eachBatch(payloadOf(TOPIC, [message(1, '{not json')]).payload);
+    await r.processor.marksSettled();
+
+    expect(r.providers.fcm.sent).toEqual([id]);
+    expect(r.outcomes.records).toMatchObject([{ kind: 'dead-letter', reasonKind: 'invalid-json' }]);
+  });
+
   it('skips an event whose outcome is already recorded (a redelivery) without sending it', async () => {
     const r = rig();
     r.doneStore.marks.set('e1', 'delivered');
