@@ -46,32 +46,28 @@ class Generation {
   }
 
   has(high: number, low: number): boolean {
-    const h = high;
-    const l = stored(high, low);
-    for (let slot = l & this.mask; ; slot = (slot + 1) & this.mask) {
-      const at = slot * 2;
-      const sh = this.words[at] as number;
-      const sl = this.words[at + 1] as number;
-      if (sh === h && sl === l) return true;
-      if (sh === 0 && sl === 0) return false;
-    }
+    const at = this.slotOf(high, stored(high, low));
+    return this.words[at] !== 0 || this.words[at + 1] !== 0;
   }
 
   /** Adds a fingerprint; false when it was there already. */
   add(high: number, low: number): boolean {
-    const h = high;
     const l = stored(high, low);
+    const at = this.slotOf(high, l);
+    if (this.words[at] !== 0 || this.words[at + 1] !== 0) return false;
+    this.words[at] = high;
+    this.words[at + 1] = l;
+    this.size++;
+    return true;
+  }
+
+  /** Where the fingerprint (high, l) is, or the empty slot it would take (an index into `words`). */
+  private slotOf(high: number, l: number): number {
     for (let slot = l & this.mask; ; slot = (slot + 1) & this.mask) {
       const at = slot * 2;
       const sh = this.words[at] as number;
       const sl = this.words[at + 1] as number;
-      if (sh === h && sl === l) return false;
-      if (sh === 0 && sl === 0) {
-        this.words[at] = h;
-        this.words[at + 1] = l;
-        this.size++;
-        return true;
-      }
+      if ((sh === high && sl === l) || (sh === 0 && sl === 0)) return at;
     }
   }
 }
