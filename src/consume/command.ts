@@ -198,7 +198,18 @@ export async function runConsumer(config: Config): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL);
   logUncaughtErrors(logger);
   const tracing = await startTracing('aqueduct-consumer', { logger });
-  const app = await startConsumerApp(config, { logger });
+  let app: ConsumerApp;
+  try {
+    app = await startConsumerApp(config, { logger });
+  } catch (error) {
+    // Nothing was consumed yet: a missing topic or an unreachable broker or Redis is a setup problem,
+    // told as one line with what to fix rather than as a crash with a stack.
+    const why = startFailure(error, config);
+    logger.fatal({ err: errorSummary(error) }, `consumer could not start: ${why}`);
+    await tracing.shutdown().catch(() => {});
+    console.error(`aqueduct consume: ${why}`);
+    process.exit(1);
+  }
 
   let exitCode = 0;
   await new Promise<void>((resolve) => {
@@ -228,6 +239,14 @@ export async function runConsumer(config: Config): Promise<void> {
   clearTimeout(hardStop);
   logger.info({ exitCode }, 'stopped');
   exitStopped(logger, exitCode);
+}
+
+/** Why a consumer could not start, naming the brokers when kafkajs gave up reaching them. */
+function startFailure(error: unknown, config: Config): string {
+  const { name, message } = errorSummary(error);
+  return String(name).startsWith('KafkaJS')
+    ? `Kafka at ${config.KAFKA_BROKERS.join(',')}: ${String(message)}`
+    : String(message);
 }
 
 /** Where each provider's pushes go (for the CLIENT spans' server.address and server.port). */

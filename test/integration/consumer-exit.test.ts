@@ -100,3 +100,35 @@ describe('aqueduct consume exits after SIGTERM', () => {
     90_000,
   );
 });
+
+describe('aqueduct consume that cannot start', () => {
+  it('says why in one line and exits 1 when its topic does not exist', async () => {
+    const topic = `test-missing-${randomUUID().slice(0, 8)}`;
+    const consumer = spawnConsumer(
+      'missing-topic',
+      fleetEnv({
+        kafkaBrokers: kafka.brokers,
+        redisUrl: inject('redisUrl'),
+        topic,
+        redisPrefix: `aqt-exit-${randomUUID().slice(0, 8)}`,
+        aqueduct: { rate: 100, burst: 100 },
+        simulatorEnv: simulators.env,
+      }),
+    );
+    try {
+      const code = await Promise.race([consumer.exited, sleep(60_000, 'still running')]);
+      expect(code, story(consumer)).toBe(1);
+      const fatal = consumer.logs.filter((line) => line.level === 60);
+      expect(fatal.map((line) => line.msg)).toEqual([
+        `consumer could not start: topic "${topic}" does not exist: create it (aqueduct publish --create-topic --partitions N) or set AQUEDUCT_TOPIC`,
+      ]);
+      // A setup problem, not a crash: no stack trace to wade through.
+      expect(JSON.stringify(fatal)).not.toMatch(/\\n\s+at /);
+      expect(consumer.otherOutput).toContain(
+        `aqueduct consume: topic "${topic}" does not exist: create it (aqueduct publish --create-topic --partitions N) or set AQUEDUCT_TOPIC`,
+      );
+    } finally {
+      if (consumer.ended === undefined) await consumer.kill();
+    }
+  }, 90_000);
+});
