@@ -65,6 +65,7 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
   const app = boundedFastify(options.connections ?? {}, { bodyLimit: options.maxBodyBytes });
   // Only JSON is an event; fastify would otherwise hand a text/plain body over as a string.
   app.removeContentTypeParser('text/plain');
+  acceptJsonTellingForbiddenKeys(app);
   const tenants = new WeakMap<FastifyRequest, string>();
   const started = new WeakMap<FastifyRequest, bigint>();
 
@@ -177,6 +178,26 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
             error: 'unsupported-media-type',
             message: 'the body must be application/json',
           },
+          headers,
+        );
+      case FORBIDDEN_KEY:
+        return answer(
+          request,
+          reply,
+          400,
+          {
+            error: 'invalid-body',
+            message:
+              'the body holds a "__proto__" key or a "constructor" key with "prototype" in it; neither is accepted',
+          },
+          headers,
+        );
+      case 'FST_ERR_CTP_INVALID_JSON_BODY':
+        return answer(
+          request,
+          reply,
+          400,
+          { error: 'invalid-json', message: 'the body is not valid JSON (UTF-8 text, RFC 8259)' },
           headers,
         );
       case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -313,6 +334,43 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
     return respond(202, { ids: events.map((event) => event.id) }, limitHeaders);
   });
   return app;
+}
+
+const FORBIDDEN_KEY = 'AQUEDUCT_FORBIDDEN_JSON_KEY';
+
+/**
+ * fastify's own JSON parser (secure-json-parse, refusing `__proto__` and `constructor.prototype` keys),
+ * except that a refusal of valid JSON for such a key is told as that rather than as "not valid JSON".
+ * The body is parsed again only on that error path.
+ */
+function acceptJsonTellingForbiddenKeys(app: FastifyInstance): void {
+  const secureParse = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    // parseAs 'string': the body is text.
+    const text = body as string;
+    secureParse(request, text, (error, value) => {
+      if ((error as FastifyError | null)?.code === 'FST_ERR_CTP_INVALID_JSON_BODY' && isJson(text)) {
+        done(
+          Object.assign(new Error('forbidden key in the JSON body'), {
+            code: FORBIDDEN_KEY,
+            statusCode: 400,
+          }),
+        );
+        return;
+      }
+      done(error, value);
+    });
+  });
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** How many events a parsed body holds: a batch's array length, else one. */

@@ -141,6 +141,18 @@ describe('gateway on real Kafka and Redis', () => {
       [sampleEvent('apn', { token: 'abcd' }), 400, 'invalid-event', /^token: an APNs device token is hex/],
       [sampleEvent('coll', { collapseKey: 'x\r\napns-topic: evil' }), 400, 'invalid-event', /^collapseKey: /],
       ['{"events": [', 400, 'invalid-json', 'not valid JSON'],
+      [
+        '{"__proto__": {"admin": true}, "platform": "fcm"}',
+        400,
+        'invalid-body',
+        'holds a "__proto__" key or a "constructor" key with "prototype" in it',
+      ],
+      [
+        '{"events": [{"constructor": {"prototype": {"admin": true}}}]}',
+        400,
+        'invalid-body',
+        'holds a "__proto__" key',
+      ],
       [[sampleEvent('x-5')], 400, 'invalid-body', 'one event (a JSON object) or {"events": [...]}'],
       [
         { events: Array.from({ length: 51 }, (_, i) => sampleEvent(`x-${i}`)) },
