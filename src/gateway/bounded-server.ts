@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 
 /** What bounds a client's hold on the server: every timeout in milliseconds. */
@@ -40,6 +42,7 @@ export function boundedFastify(
     requestTimeout: l.requestTimeoutMs,
     keepAliveTimeout: l.keepAliveTimeoutMs,
     connectionTimeout: l.connectionTimeoutMs,
+    clientErrorHandler: (error, socket) => answerClientError(error, socket, l),
     http: {
       headersTimeout: l.headersTimeoutMs,
       requestTimeout: l.requestTimeoutMs,
@@ -51,4 +54,33 @@ export function boundedFastify(
   });
   app.server.maxConnections = l.maxConnections;
   return app;
+}
+
+/**
+ * What Node refuses before a request reaches a route (a deadline missed, headers over Node's 16 KiB, a
+ * request that is not HTTP/1.1 as RFC 9112 writes it: conflicting lengths, a bad chunk) is answered in
+ * the API's own error shape, `{error, message}`, and the connection closed: a client that broke the
+ * framing cannot be trusted to delimit its next request.
+ */
+function answerClientError(error: Error & { code?: string }, socket: Duplex, limits: ConnectionLimits): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, body] =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [
+          408,
+          {
+            error: 'request-timeout',
+            message: `the request did not arrive in time (headers within ${limits.headersTimeoutMs} ms, all of it within ${limits.requestTimeoutMs} ms)`,
+          },
+        ]
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, { error: 'headers-too-large', message: 'the request headers are larger than 16 KiB' }]
+        : [400, { error: 'bad-request', message: 'not a well-formed HTTP/1.1 request' }];
+  const json = JSON.stringify(body);
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
+    );
+  }
+  socket.destroy(error);
 }

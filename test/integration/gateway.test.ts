@@ -301,12 +301,37 @@ describe('gateway on real Kafka and Redis', () => {
       );
       expect(slowBody.closedAfterMs).toBeLessThan(1500 + 1000);
       expect(slowBody.response).toMatch(/^HTTP\/1\.1 408/);
+      expect(JSON.parse(slowBody.response.split('\r\n\r\n')[1] ?? '')).toMatchObject({
+        error: 'request-timeout',
+      });
       const slowHeaders = await dripUntilClosed(port, 'POST /v1/notifications HTTP/1.1\r\n', 'X-Slow: a\r\n');
       expect(slowHeaders.closedAfterMs).toBeLessThan(1000 + 1000);
     } finally {
       await slow.close();
     }
   });
+  it('answers a request that breaks HTTP framing in its own error shape and closes the connection', async () => {
+    const framed = await startTestGateway({ keys: { [ACME]: 'acme' } });
+    try {
+      const head = `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ACME}\r\nContent-Type: application/json\r\n`;
+      const cases: Array<[string, number, string]> = [
+        [`${head}Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}`, 400, 'bad-request'],
+        [`${head}Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n`, 400, 'bad-request'],
+        [`${head}Content-Length: -1\r\n\r\n`, 400, 'bad-request'],
+        [`${head}X-Pad: ${'p'.repeat(20_000)}\r\n\r\n`, 431, 'headers-too-large'],
+      ];
+      for (const [request, status, error] of cases) {
+        const response = await sendRaw(framed.gateway.port, request);
+        expect(response, error).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+        expect(response.toLowerCase()).toContain('connection: close');
+        expect(JSON.parse(response.split('\r\n\r\n')[1] ?? '')).toMatchObject({ error });
+      }
+      expect(await countMessages(framed.kafka, framed.topic)).toBe(0);
+    } finally {
+      await framed.close();
+    }
+  });
+
   it('answers 503 with Retry-After, writing nothing, when the admission limiter cannot reach Redis', async () => {
     const port = await getPort({ host: '127.0.0.1' }); // nothing listens there
     const noRedis = await startTestGateway({
@@ -326,6 +351,26 @@ describe('gateway on real Kafka and Redis', () => {
     }
   });
 });
+
+/** Sends `request` as is on a new connection; what the server wrote before it closed (10 s at most). */
+function sendRaw(port: number, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(request));
+    let response = '';
+    const giveUp = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`the server kept the connection open for 10 s; it wrote: ${response}`));
+    }, 10_000);
+    socket.on('data', (chunk) => {
+      response += chunk.toString('utf8');
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      clearTimeout(giveUp);
+      resolve(response);
+    });
+  });
+}
 
 /**
  * Opens a connection, sends `head`, then one `drip` every 200 ms until the server closes the socket
