@@ -4,7 +4,7 @@ import { type Config, configReference, loadConfig, redactConfig } from '../confi
 import type { Platform } from '../events/event.ts';
 import { createKafka } from '../kafka/client.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
-import { exitStopped, logUncaughtErrors, openResources } from '../lifecycle.ts';
+import { exitStopped, logUncaughtErrors, openResources, PortInUseError } from '../lifecycle.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { RestartSafeTokenSource } from '../limiter/restart-guard.ts';
 import { createLogger, type Logger } from '../log.ts';
@@ -202,7 +202,9 @@ export async function runConsumer(config: Config): Promise<void> {
   try {
     app = await startConsumerApp(config, { logger });
   } catch (error) {
-    // Nothing was consumed yet: a missing topic or an unreachable broker or Redis is a setup problem,
+    // A taken port has its own answer (one line naming the setting, status 2: see cli.ts).
+    if (error instanceof PortInUseError) throw error;
+    // Nothing was consumed yet: a missing topic or brokers out of reach are a setup problem,
     // told as one line with what to fix rather than as a crash with a stack.
     const why = startFailure(error, config);
     logger.fatal({ err: errorSummary(error) }, `consumer could not start: ${why}`);
