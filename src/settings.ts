@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { z } from 'zod';
+import { jsonErrorWithoutInput } from './redact.ts';
 
 /**
  * What every settings schema (the consumer's in config.ts, the gateway's in gateway/config.ts) is read
@@ -32,7 +33,10 @@ export function readSettings(
     try {
       fromFile = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
     } catch (error) {
-      throw new ConfigError(`cannot read config file ${file}: ${(error as Error).message}`);
+      // A syntax error's message quotes the file, which may hold passwords.
+      const why =
+        error instanceof SyntaxError ? `not JSON: ${jsonErrorWithoutInput(error)}` : (error as Error).message;
+      throw new ConfigError(`cannot read config file ${file}: ${why}`);
     }
   }
   const accepted = new Set([...keys, ...alsoAccepted]);

@@ -1,3 +1,4 @@
+import { jsonErrorWithoutInput } from '../redact.ts';
 import {
   EVENT_LIMITS,
   HEADER_SAFE,
@@ -167,16 +168,6 @@ export function describeIssues(issues: ReadonlyArray<{ path: PropertyKey[]; mess
     .slice(0, 5)
     .map((issue) => `${issue.path.map(String).join('.') || '(event)'}: ${issue.message}`)
     .join('; ');
-}
-
-/**
- * V8's JSON.parse message without the piece of the input it quotes (`Unexpected token 'x', "{"token":"…"...
- * is not valid JSON`): that piece may be part of a device token, and the reason travels in headers,
- * logs and spans. What remains is the kind of error and its position.
- */
-function jsonErrorWithoutInput(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
-  return message.replace(/, ".*"(\.\.\.)? is not valid JSON$/s, '').slice(0, 120);
 }
 
 function safeId(id: unknown): string | undefined {

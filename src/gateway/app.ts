@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { Message } from 'kafkajs';
 import { LimiterUnavailableError } from '../limiter/index.ts';
 import type { Logger } from '../log.ts';
+import { jsonErrorWithoutInput } from '../redact.ts';
 import { type Admission, policyHeaders, rateLimitHeaders, type TenantAdmission } from './admission.ts';
 import type { ApiKeys } from './api-keys.ts';
 import { boundedFastify, type ConnectionLimits } from './bounded-server.ts';
@@ -210,7 +211,7 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
             400,
             {
               error: 'invalid-json',
-              message: `the body is not valid JSON: ${error.message.slice(0, 160)}`,
+              message: `the body is not valid JSON: ${jsonErrorWithoutInput(error)}`,
             },
             headers,
           );

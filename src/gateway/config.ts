@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { type Config, configSchema, REDIS_CONNECTION_SETTINGS, redactConfig } from '../config.ts';
 import { describeIssues } from '../events/decode.ts';
 import { EVENT_LIMITS } from '../events/event.ts';
+import { jsonErrorWithoutInput } from '../redact.ts';
 import { ConfigError, readSettings, settingsReference } from '../settings.ts';
 
 /**
@@ -59,7 +60,7 @@ function jsonObject<T extends z.ZodType>(inner: T) {
       try {
         return JSON.parse(value) as unknown;
       } catch (error) {
-        ctx.addIssue({ code: 'custom', message: `not JSON: ${(error as Error).message.slice(0, 80)}` });
+        ctx.addIssue({ code: 'custom', message: `not JSON: ${jsonErrorWithoutInput(error)}` });
         return z.NEVER;
       }
     })

@@ -3,6 +3,7 @@ import type { IHeaders, Kafka, Message, Producer } from 'kafkajs';
 import { describeIssues } from '../events/decode.ts';
 import { type NotificationEventInput, notificationEventSchema } from '../events/event.ts';
 import { createProducer } from '../kafka/client.ts';
+import { jsonErrorWithoutInput } from '../redact.ts';
 import { PublishTracing } from '../telemetry/producer-tracing.ts';
 import { isTracingEnabled } from '../telemetry/tracing.ts';
 
@@ -112,7 +113,7 @@ function toMessage(raw: unknown, index: number, validate: boolean): Message | In
     try {
       candidate = JSON.parse(raw.toString());
     } catch (error) {
-      return new InvalidEventError(index, `not JSON: ${(error as Error).message.slice(0, 100)}`);
+      return new InvalidEventError(index, `not JSON: ${jsonErrorWithoutInput(error)}`);
     }
   }
   const parsed = notificationEventSchema.safeParse(candidate);
