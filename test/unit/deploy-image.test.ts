@@ -98,7 +98,9 @@ function admittedByDockerignore(path: string): boolean {
  * What the start-up code needs at run time, following static imports from `entry`: the bare package
  * names it imports, and the repository files it loads (imported modules and `new URL('…',
  * import.meta.url)` reads). `import type` is erased by Node's type stripping and does not count; a
- * dynamic `import()` is an optional path (the test-only containers runtime) and is not followed.
+ * dynamic `import()` inside code is an optional path (the test-only containers runtime) and is not
+ * followed, while a top-level `await import('…')` statement (the bin's, after its Node version check)
+ * always runs and is.
  */
 function runtimeNeeds(entry: string): { packages: Set<string>; files: Set<string> } {
   const packages = new Set<string>();
@@ -113,6 +115,7 @@ function runtimeNeeds(entry: string): { packages: Set<string>; files: Set<string
     const specifiers = [
       ...source.matchAll(/^\s*(?:import|export)\s+(?!type\s)[^'";]*?\sfrom\s+['"]([^'"]+)['"]/gm),
       ...source.matchAll(/^\s*import\s+['"]([^'"]+)['"]/gm),
+      ...source.matchAll(/^await import\(\s*['"]([^'"]+)['"]\s*\)/gm),
     ].map((match) => match[1] ?? '');
     for (const specifier of specifiers) {
       if (specifier.startsWith('node:')) continue;
