@@ -36,6 +36,11 @@ try {
     console.error(`aqueduct ${process.argv[2] ?? ''}: ${error.message}`);
     process.exit(2);
   }
+  // kafkajs gave up (brokers out of reach, a request refused): one line with its reason, not a stack.
+  if (error instanceof Error && error.name.startsWith('KafkaJS')) {
+    console.error(`aqueduct ${process.argv[2] ?? ''}: Kafka: ${error.message}`);
+    process.exit(1);
+  }
   if (error instanceof SetupError) {
     console.error(`aqueduct: ${error.message}`);
     process.exit(2);

@@ -172,3 +172,18 @@ export async function ensureTopicFamily(
     await admin.disconnect();
   }
 }
+
+/**
+ * Which of `names` the cluster does not have. kafkajs retries a produce to, or an offset fetch of, a
+ * topic that does not exist as if it might appear: a verb checks first, to say so at once.
+ */
+export async function missingTopics(kafka: Kafka, names: readonly string[]): Promise<string[]> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const existing = new Set(await admin.listTopics());
+    return names.filter((name) => !existing.has(name));
+  } finally {
+    await admin.disconnect();
+  }
+}

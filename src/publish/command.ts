@@ -3,7 +3,7 @@ import { createInterface } from 'node:readline';
 import { type Command, InvalidArgumentError } from 'commander';
 import { loadConfig } from '../config.ts';
 import { createKafka } from '../kafka/client.ts';
-import { ensureTopicFamily } from '../kafka/topics.ts';
+import { ensureTopicFamily, missingTopics } from '../kafka/topics.ts';
 import { topicDurabilityOf } from '../settings-options.ts';
 import { startTracing } from '../telemetry/tracing.ts';
 import { generateEvents } from './generate.ts';
@@ -63,6 +63,12 @@ export function registerPublishCommand(program: Command): void {
       if (flags.createTopic) {
         const created = await ensureTopicFamily(kafka, topic, flags.partitions, topicDurabilityOf(config));
         if (created.length > 0 && !flags.quiet) console.error(`created ${created.join(', ')}`);
+      } else if ((await missingTopics(kafka, [topic])).length > 0) {
+        await tracing.shutdown();
+        console.error(
+          `aqueduct publish: topic "${topic}" does not exist: add --create-topic (and --partitions N), or name another with --topic or AQUEDUCT_TOPIC`,
+        );
+        process.exit(1);
       }
 
       const source =

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { idempotencyWindowOf, loadConfig, topicsOf } from '../config.ts';
 import { createKafka } from '../kafka/client.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
+import { missingTopics } from '../kafka/topics.ts';
 import { DoneStore } from '../pipeline/done-store.ts';
 import { createRedis } from '../redis/client.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
@@ -46,9 +47,16 @@ export function registerReplayCommand(program: Command): void {
         clientId: `${config.KAFKA_CLIENT_ID}-replay`,
         extra: kafkaSecurity(kafkaSecurityOptions(config)),
       });
+      const topics = topicsOf(config);
+      const missing = await missingTopics(kafka, [topics.deadLetter, topics.main]);
+      if (missing.length > 0) {
+        console.error(
+          `aqueduct replay: ${missing.map((t) => `"${t}"`).join(' and ')} ${missing.length > 1 ? 'do' : 'does'} not exist: check AQUEDUCT_TOPIC (now "${topics.main}"); a consumer creates the dead-letter topic when it starts`,
+        );
+        process.exit(1);
+      }
       const redis = createRedis(redisConnectionOptions(config), { maxRetriesPerRequest: 2 });
       redis.on('error', () => {}); // reported where a command fails
-      const topics = topicsOf(config);
       const progress = (s: ReplaySummary) => {
         if (!flags.quiet)
           console.error(`read ${s.read}, ${flags.dryRun ? 'would replay' : 'replayed'} ${s.replayed}`);
