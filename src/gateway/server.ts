@@ -194,13 +194,21 @@ function urlOf(address: AddressInfo): string {
 }
 
 /**
- * Logs a warning when the topic cannot keep the promise of a 202 (`acks: -1` on too few replicas).
+ * Logs an error when the topic does not exist (every write would fail: 503 and not ready until it is
+ * created) and a warning when it cannot keep the promise of a 202 (`acks: -1` on too few replicas).
  * Best effort: while Kafka is down the gateway starts all the same (and answers 503).
  */
 async function warnAboutDurability(kafka: Kafka, config: GatewayConfig, logger: Logger): Promise<void> {
   const admin = kafka.admin();
   try {
     await admin.connect();
+    if (!(await admin.listTopics()).includes(config.AQUEDUCT_TOPIC)) {
+      logger.error(
+        { topic: config.AQUEDUCT_TOPIC },
+        `topic "${config.AQUEDUCT_TOPIC}" does not exist: requests are answered 503 until it is created (aqueduct publish --create-topic --partitions N), or set AQUEDUCT_TOPIC`,
+      );
+      return;
+    }
     const warnings = await durabilityWarnings(admin, [config.AQUEDUCT_TOPIC], topicDurabilityOf(config));
     for (const warning of warnings) logger.warn(warning);
   } catch (error) {

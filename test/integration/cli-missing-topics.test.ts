@@ -1,5 +1,5 @@
-import { execFile } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { execFile, spawn } from 'node:child_process';
+import { createHash, randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, inject, it } from 'vitest';
 
@@ -44,5 +44,60 @@ describe('a verb pointed at a topic that does not exist', () => {
     expect(result.stderr.trim()).toBe(
       `aqueduct replay: "${topic}.dlq" and "${topic}" do not exist: check AQUEDUCT_TOPIC (now "${topic}"); a consumer creates the dead-letter topic when it starts`,
     );
+  }, 60_000);
+});
+
+describe('aqueduct serve pointed at a topic that does not exist', () => {
+  it('logs an error naming the topic, answers 503 and is not ready', async () => {
+    const topic = `test-nosuch-${randomUUID().slice(0, 8)}`;
+    const key = 'k-missing-topic-test';
+    const child = spawn(process.execPath, [CLI, 'serve'], {
+      env: {
+        ...process.env,
+        KAFKA_BROKERS: inject('kafkaBrokers').join(','),
+        REDIS_URL: inject('redisUrl'),
+        AQUEDUCT_TOPIC: topic,
+        AQUEDUCT_GATEWAY_PORT: '0',
+        AQUEDUCT_GATEWAY_ADMIN_PORT: '0',
+        AQUEDUCT_GATEWAY_HOST: '127.0.0.1',
+        AQUEDUCT_GATEWAY_API_KEYS: JSON.stringify({
+          [createHash('sha256').update(key).digest('hex')]: 'acme',
+        }),
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    try {
+      const logs: Array<Record<string, unknown>> = [];
+      const listening = new Promise<Record<string, unknown>>((resolve, reject) => {
+        let buffer = '';
+        child.stdout.on('data', (chunk: Buffer) => {
+          buffer += chunk.toString('utf8');
+          for (let newline = buffer.indexOf('\n'); newline >= 0; newline = buffer.indexOf('\n')) {
+            const entry = JSON.parse(buffer.slice(0, newline)) as Record<string, unknown>;
+            buffer = buffer.slice(newline + 1);
+            logs.push(entry);
+            if (entry.msg === 'gateway listening') resolve(entry);
+          }
+        });
+        child.once('exit', (code) => reject(new Error(`aqueduct serve exited with ${code}`)));
+      });
+      const { url, adminUrl } = (await listening) as { url: string; adminUrl: string };
+      expect(logs.filter((line) => line.level === 50).map((line) => line.msg)).toContain(
+        `topic "${topic}" does not exist: requests are answered 503 until it is created (aqueduct publish --create-topic --partitions N), or set AQUEDUCT_TOPIC`,
+      );
+      const answer = await fetch(`${url}/v1/notifications`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          platform: 'fcm',
+          token: 'tok-abcdefgh',
+          notification: { title: 't', body: 'b' },
+        }),
+      });
+      expect(answer.status).toBe(503);
+      expect((await fetch(`${adminUrl}/readyz`)).status).toBe(503);
+    } finally {
+      child.kill('SIGKILL');
+    }
   }, 60_000);
 });
