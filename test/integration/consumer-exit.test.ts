@@ -30,6 +30,19 @@ afterAll(async () => {
   await kafka?.stop();
 });
 
+/** A consumer of `topic` on this file's broker, at 100 events/s per provider. */
+function consumerEnv(topic: string, extra: Record<string, string> = {}): Record<string, string> {
+  return fleetEnv({
+    kafkaBrokers: kafka.brokers,
+    redisUrl: inject('redisUrl'),
+    topic,
+    redisPrefix: `aqt-exit-${randomUUID().slice(0, 8)}`,
+    aqueduct: { rate: 100, burst: 100 },
+    simulatorEnv: simulators.env,
+    extra,
+  });
+}
+
 function messages(consumer: ConsumerProcess): string[] {
   return consumer.logs.map((line) => String(line.msg));
 }
@@ -60,20 +73,12 @@ describe('aqueduct consume exits after SIGTERM', () => {
       const client = createKafka({ brokers: kafka.brokers, clientId: 'aqueduct-test' });
       await ensureTopicFamily(client, topic, 4, SINGLE_BROKER_DURABILITY);
       await publishEvents(client, [...generateEvents({ count: 3000 })], { topic });
+      // Throttled (100/s): the 3000 events take longer than the test, so the consumer is busy all along.
       const consumer = spawnConsumer(
         'exit',
-        fleetEnv({
-          kafkaBrokers: kafka.brokers,
-          redisUrl: inject('redisUrl'),
-          topic,
-          redisPrefix: `aqt-exit-${randomUUID().slice(0, 8)}`,
-          // Throttled: the 3000 events take longer than the test, so the consumer is busy all along.
-          aqueduct: { rate: 100, burst: 100 },
-          simulatorEnv: simulators.env,
-          extra: {
-            AQUEDUCT_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
-            AQUEDUCT_SESSION_TIMEOUT_MS: '6000',
-          },
+        consumerEnv(topic, {
+          AQUEDUCT_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
+          AQUEDUCT_SESSION_TIMEOUT_MS: '6000',
         }),
       );
       try {
@@ -104,17 +109,7 @@ describe('aqueduct consume exits after SIGTERM', () => {
 describe('aqueduct consume that cannot start', () => {
   it('says why in one line and exits 1 when its topic does not exist', async () => {
     const topic = `test-missing-${randomUUID().slice(0, 8)}`;
-    const consumer = spawnConsumer(
-      'missing-topic',
-      fleetEnv({
-        kafkaBrokers: kafka.brokers,
-        redisUrl: inject('redisUrl'),
-        topic,
-        redisPrefix: `aqt-exit-${randomUUID().slice(0, 8)}`,
-        aqueduct: { rate: 100, burst: 100 },
-        simulatorEnv: simulators.env,
-      }),
-    );
+    const consumer = spawnConsumer('missing-topic', consumerEnv(topic));
     try {
       const code = await Promise.race([consumer.exited, sleep(60_000, 'still running')]);
       expect(code, story(consumer)).toBe(1);
