@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import kafkajs, { type Admin, type Kafka } from 'kafkajs';
 import { derivedTopics, topicFamily } from '../config.ts';
+import { SetupError } from '../services/errors.ts';
 
 // kafkajs is CommonJS, and Node's ESM import sees only some of its named exports: this one is read off
 // the default export.
@@ -50,13 +51,35 @@ export async function ensureTopics(
     });
   } catch (error) {
     // Another instance may have created it between listTopics and createTopics.
-    if ((error as { type?: string }).type !== 'TOPIC_ALREADY_EXISTS') throw error;
+    if ((error as { type?: string }).type !== 'TOPIC_ALREADY_EXISTS')
+      throw topicCreationError(error, durability);
   }
   await waitForLeaders(
     admin,
     missing.map((t) => t.topic),
   );
   return missing.map((t) => t.topic);
+}
+
+/**
+ * The broker refused some of the topics (kafkajs' "Topic creation errors" carries one error per topic):
+ * says which, why, and which settings decide it. Other errors pass as they are.
+ */
+function topicCreationError(error: unknown, durability: TopicDurability): unknown {
+  const perTopic = (error as { errors?: unknown }).errors;
+  if (!Array.isArray(perTopic) || perTopic.length === 0) return error;
+  const refused = perTopic as Array<{ topic?: string; type?: string; message?: string }>;
+  const reasons = [
+    ...new Set(refused.map((e) => `${e.message ?? 'refused'}${e.type ? ` (${e.type})` : ''}`)),
+  ];
+  const problem = `Kafka refused to create ${refused.map((e) => e.topic).join(', ')}: ${reasons.join('; ')}`;
+  const settings = refused.some(
+    (e) => e.type === 'INVALID_REPLICATION_FACTOR' || e.type === 'INVALID_CONFIG',
+  );
+  const fix = settings
+    ? `set AQUEDUCT_TOPIC_REPLICATION_FACTOR (now ${durability.replicationFactor}) and AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS (now ${durability.minInsyncReplicas}) to what the cluster holds (1 and 1 for a single broker)`
+    : 'create the topics beforehand (see docs/operations.md, Kafka), or let this client create them';
+  return new SetupError(problem, fix, { cause: error });
 }
 
 /**

@@ -32,7 +32,10 @@ describe('topic durability', () => {
   it('creates topics with the replication factor and min.insync.replicas asked for', async () => {
     const topic = `dur-${randomUUID().slice(0, 8)}`;
     // Three replicas cannot be placed on one broker: the production default is really asked for.
-    await expect(ensureTopics(admin, [{ topic, numPartitions: 1 }], PRODUCTION_DURABILITY)).rejects.toThrow();
+    // The refusal names the topic, the broker's reason and the settings that decide it.
+    await expect(ensureTopics(admin, [{ topic, numPartitions: 1 }], PRODUCTION_DURABILITY)).rejects.toThrow(
+      `Kafka refused to create ${topic}: Replication-factor is invalid (INVALID_REPLICATION_FACTOR)\n  fix: set AQUEDUCT_TOPIC_REPLICATION_FACTOR (now 3) and AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS (now 2) to what the cluster holds (1 and 1 for a single broker)`,
+    );
     expect(await ensureTopics(admin, [{ topic, numPartitions: 2 }], SINGLE_BROKER_DURABILITY)).toEqual([
       topic,
     ]);
