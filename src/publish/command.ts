@@ -3,8 +3,10 @@ import { createInterface } from 'node:readline';
 import { type Command, InvalidArgumentError } from 'commander';
 import { loadConfig } from '../config.ts';
 import { createKafka } from '../kafka/client.ts';
+import { kafkaSecurity } from '../kafka/security.ts';
 import { ensureTopicFamily, missingTopics } from '../kafka/topics.ts';
-import { topicDurabilityOf } from '../settings-options.ts';
+import { exitOnConfigError } from '../settings-exit.ts';
+import { kafkaSecurityOptions, topicDurabilityOf } from '../settings-options.ts';
 import { startTracing } from '../telemetry/tracing.ts';
 import { generateEvents } from './generate.ts';
 import { publishEvents } from './publisher.ts';
@@ -17,6 +19,7 @@ interface PublishFlags {
   partitions: number;
   createTopic: boolean;
   validate: boolean;
+  config?: string;
   quiet: boolean;
 }
 
@@ -46,19 +49,21 @@ export function registerPublishCommand(program: Command): void {
     .option('--partitions <n>', 'with --create-topic: partition count', count, 6)
     .option('--create-topic', 'create the topic (and its retry/dlq/invalid-tokens topics) if missing', false)
     .option('--no-validate', 'send lines as they are (for testing the consumer with bad input)')
+    .option('--config <file>', 'JSON file with the settings (environment variables win)')
     .option('-q, --quiet', 'no progress output', false)
     .addHelpText(
       'after',
-      "\nMessage key: a hash of platform + device token, so one device's notifications stay in order.\nEnvironment: KAFKA_BROKERS, AQUEDUCT_TOPIC, and the OTEL_* variables (a PRODUCER span per event, its traceparent in the headers).",
+      "\nMessage key: a hash of platform + device token, so one device's notifications stay in order.\nEnvironment: KAFKA_BROKERS, the KAFKA_SASL_* and KAFKA_TLS* settings, AQUEDUCT_TOPIC, and the OTEL_* variables (a PRODUCER span per event, its traceparent in the headers).",
     )
     .action(async (file: string | undefined, flags: PublishFlags) => {
-      const config = loadConfig();
+      const config = await exitOnConfigError('publish', () => loadConfig(process.env, flags.config));
       // Each event starts its own trace (when tracing is configured); the consumer continues it.
       const tracing = await startTracing('aqueduct-publish');
       const topic = flags.topic ?? config.AQUEDUCT_TOPIC;
       const kafka = createKafka({
         brokers: config.KAFKA_BROKERS,
         clientId: `${config.KAFKA_CLIENT_ID}-publish`,
+        extra: kafkaSecurity(kafkaSecurityOptions(config)),
       });
       if (flags.createTopic) {
         const created = await ensureTopicFamily(kafka, topic, flags.partitions, topicDurabilityOf(config));

@@ -1,7 +1,9 @@
+import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import getPort from 'get-port';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -208,6 +210,54 @@ describe('connection security from the settings', () => {
       await simulators?.close();
     }
   });
+  it('runs aqueduct publish on those settings', async () => {
+    const topic = `secure-publish-${Date.now()}`;
+    const cli = fileURLToPath(new URL('../../bin/aqueduct.js', import.meta.url));
+    const args = ['publish', '--generate', '25', '--create-topic', '--partitions', '2', '--topic', topic];
+    const { code, stdout, stderr } = await new Promise<{ code: number; stdout: string; stderr: string }>(
+      (resolve) =>
+        execFile(
+          process.execPath,
+          [cli, ...args],
+          {
+            env: {
+              ...process.env,
+              ...secureEnv(),
+              AQUEDUCT_TOPIC_REPLICATION_FACTOR: '1',
+              AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: '1',
+            },
+            timeout: 60_000,
+          },
+          (error, out, err) =>
+            resolve({
+              code: error ? (typeof error.code === 'number' ? error.code : -1) : 0,
+              stdout: out,
+              stderr: err,
+            }),
+        ),
+    );
+    expect(code, stderr).toBe(0);
+    expect(JSON.parse(stdout.trim().split('\n').at(-1) ?? '')).toMatchObject({
+      published: 25,
+      invalid: 0,
+      topic,
+    });
+    expect(stderr).not.toContain(KAFKA_PASSWORD);
+
+    const config = loadConfig(secureEnv());
+    const admin = createKafka({
+      brokers: config.KAFKA_BROKERS,
+      clientId: 'sec',
+      extra: kafkaSecurity(kafkaSecurityOptions(config)),
+    }).admin();
+    await admin.connect();
+    try {
+      const offsets = await admin.fetchTopicOffsets(topic);
+      expect(offsets.reduce((sum, p) => sum + Number(p.high), 0)).toBe(25);
+    } finally {
+      await admin.disconnect();
+    }
+  }, 60_000);
 });
 
 describe('secret settings', () => {
