@@ -38,7 +38,8 @@ try {
   }
   // kafkajs gave up (brokers out of reach, a request refused): one line with its reason, not a stack.
   if (error instanceof Error && error.name.startsWith('KafkaJS')) {
-    console.error(`aqueduct ${process.argv[2] ?? ''}: Kafka: ${error.message}`);
+    const gaveUp = error.name === 'KafkaJSNumberOfRetriesExceeded' ? ' (gave up after retrying)' : '';
+    console.error(`aqueduct ${process.argv[2] ?? ''}: Kafka: ${error.message}${gaveUp}`);
     process.exit(1);
   }
   if (error instanceof SetupError) {

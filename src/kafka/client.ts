@@ -50,16 +50,42 @@ export interface CreateKafkaOptions {
   logger?: Logger;
   /** Extra kafkajs settings (SASL, TLS, retry). */
   extra?: Partial<KafkaConfig>;
+  /**
+   * Called with kafkajs' reason each time a connection to a broker fails (kafkajs retries it on its
+   * own; see connectionNotice for what the one-shot verbs make of it).
+   */
+  onConnectionError?: (reason: string) => void;
 }
+
+/**
+ * kafkajs' error lines about reaching a broker (its Connection and BrokerPool namespaces also log
+ * refused requests at the error level, which are not).
+ */
+const CONNECTION_FAILURE =
+  /^(Failed to connect to (seed )?broker|Connection error|Connection timeout|Closed connection)/;
 
 export function createKafka(options: CreateKafkaOptions): Kafka {
   filterKafkajsTimeoutWarning();
   process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
+  const { logger, onConnectionError } = options;
+  const toLogger = logger ? pinoLogCreator(logger) : undefined;
+  const creator: logCreator | undefined =
+    onConnectionError || toLogger
+      ? (level) => {
+          const log = toLogger?.(level);
+          return (entry) => {
+            log?.(entry);
+            const message = String(entry.log.message);
+            if (onConnectionError && entry.level === logLevel.ERROR && CONNECTION_FAILURE.test(message))
+              onConnectionError(message);
+          };
+        }
+      : undefined;
   return new Kafka({
     clientId: options.clientId,
     brokers: options.brokers,
-    logLevel: options.logger ? logLevel.WARN : logLevel.NOTHING,
-    ...(options.logger ? { logCreator: pinoLogCreator(options.logger) } : {}),
+    logLevel: logger ? logLevel.WARN : onConnectionError ? logLevel.ERROR : logLevel.NOTHING,
+    ...(creator ? { logCreator: creator } : {}),
     retry: { initialRetryTime: 300, retries: 8 },
     ...options.extra,
   });

@@ -3,6 +3,7 @@ import { createInterface } from 'node:readline';
 import { type Command, InvalidArgumentError } from 'commander';
 import { loadConfig } from '../config.ts';
 import { createKafka } from '../kafka/client.ts';
+import { connectionNotice } from '../kafka/connection-notice.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
 import { ensureTopicFamily, missingTopics } from '../kafka/topics.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
@@ -64,6 +65,7 @@ export function registerPublishCommand(program: Command): void {
         brokers: config.KAFKA_BROKERS,
         clientId: `${config.KAFKA_CLIENT_ID}-publish`,
         extra: kafkaSecurity(kafkaSecurityOptions(config)),
+        onConnectionError: connectionNotice({ verb: 'publish', brokers: config.KAFKA_BROKERS }),
       });
       if (flags.createTopic) {
         const created = await ensureTopicFamily(kafka, topic, flags.partitions, topicDurabilityOf(config));

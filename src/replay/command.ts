@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { idempotencyWindowOf, loadConfig, topicsOf } from '../config.ts';
 import { createKafka } from '../kafka/client.ts';
+import { connectionNotice } from '../kafka/connection-notice.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
 import { missingTopics } from '../kafka/topics.ts';
 import { DoneStore } from '../pipeline/done-store.ts';
@@ -46,6 +47,7 @@ export function registerReplayCommand(program: Command): void {
         brokers: config.KAFKA_BROKERS,
         clientId: `${config.KAFKA_CLIENT_ID}-replay`,
         extra: kafkaSecurity(kafkaSecurityOptions(config)),
+        onConnectionError: connectionNotice({ verb: 'replay', brokers: config.KAFKA_BROKERS }),
       });
       const topics = topicsOf(config);
       const missing = await missingTopics(kafka, [topics.deadLetter, topics.main]);
