@@ -140,7 +140,10 @@ export class NotificationConsumer {
       {
         providers: deps.providers,
         doneStore,
-        outcomes: new OutcomeWriter(producer, this.topics, partitionCounts.deferred),
+        outcomes: new OutcomeWriter(producer, this.topics, partitionCounts.deferred, {
+          maxMessageBytes: this.options.maxMessageBytes,
+          maxHeaderBytes: this.options.maxHeaderBytes,
+        }),
         poolFor: (event, priority) => this.poolFor(event, priority),
         ...(this.parking ? { parking: this.parking } : {}),
         pause: (topic, partition) => this.pauseOrResume('pause', topic, partition),

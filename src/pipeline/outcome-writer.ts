@@ -33,6 +33,14 @@ export type OutcomeRecord =
       reason: string;
     };
 
+/** The consumer's size limits (see ItemLimits): a `too-large` dead letter copies only what is within them. */
+export interface CopyLimits {
+  /** Largest message value, in bytes. */
+  maxMessageBytes: number;
+  /** Largest key plus headers, in bytes. */
+  maxHeaderBytes: number;
+}
+
 /**
  * Bytes of records per produce request. A broker refuses a record batch larger than its
  * `message.max.bytes` (1 MiB by default) and kafkajs does not split one, so a step with many large
@@ -49,15 +57,17 @@ export class OutcomeWriter {
   private readonly producer: Producer;
   private readonly topics: Topics;
   private readonly deferredPartitions: number;
+  private readonly limits: CopyLimits;
 
   /**
    * `deferredPartitions`: the deferred topic's partitions, over which parked events are laid out in
-   * one lane per provider (see parkedPartition).
+   * one lane per provider (see parkedPartition). `limits`: what a `too-large` dead letter may copy.
    */
-  constructor(producer: Producer, topics: Topics, deferredPartitions: number) {
+  constructor(producer: Producer, topics: Topics, deferredPartitions: number, limits: CopyLimits) {
     this.producer = producer;
     this.topics = topics;
     this.deferredPartitions = deferredPartitions;
+    this.limits = limits;
   }
 
   async write(records: readonly OutcomeRecord[]): Promise<void> {
@@ -87,13 +97,16 @@ export class OutcomeWriter {
     switch (record.kind) {
       case 'dead-letter':
         if (record.reasonKind === 'too-large') {
-          // Nothing of a message over the limits is copied: a copy could be over the broker's limit
-          // too (and block the partition for good). The original stays at its origin coordinates.
+          // Only the parts within their limits are copied, never the original headers: a copy over the
+          // limits could be over the broker's too (and block the partition for good). A value within
+          // its limit is kept, so a message refused for its headers alone can be replayed. The
+          // original stays at its origin coordinates.
+          const { key, value } = record.message;
           return [
             this.topics.deadLetter,
             {
-              key: null,
-              value: null,
+              key: key && key.length <= this.limits.maxHeaderBytes ? key : null,
+              value: value && value.length <= this.limits.maxMessageBytes ? value : null,
               headers: {
                 ...originOnly(origin),
                 [HEADER.reasonKind]: record.reasonKind,

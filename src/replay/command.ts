@@ -38,7 +38,8 @@ export function registerReplayCommand(program: Command): void {
         'Reads the consumer settings (KAFKA_*, REDIS_*, AQUEDUCT_TOPIC, AQUEDUCT_GROUP_ID, AQUEDUCT_REDIS_PREFIX).',
         'Progress is remembered in the consumer group <AQUEDUCT_GROUP_ID>.replay: a second replay goes on',
         'after the first. Reason kinds: empty, too-large, invalid-utf8, invalid-json, unknown-schema-version,',
-        'invalid-event, rejected, max-attempts. too-large dead letters keep no value and are not replayable.',
+        'invalid-event, rejected, max-attempts. A too-large dead letter keeps only what was within the limits:',
+        'one refused for its headers is replayed without them; one refused for its value is not replayable.',
       ].join('\n'),
     )
     .action(async (flags: ReplayFlags) => {

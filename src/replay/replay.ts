@@ -34,7 +34,7 @@ export interface ReplaySummary {
   replayed: number;
   /** Left out by the kind filter. */
   filtered: number;
-  /** Not replayable: the dead letter kept no value (`too-large`: the original is at its origin). */
+  /** Not replayable: the dead letter kept no value (`too-large` for its value: the original is at its origin). */
   withoutValue: number;
   /** Dead-letter marks forgotten in Redis, so the replayed events are not skipped as duplicates. */
   marksForgotten: number;

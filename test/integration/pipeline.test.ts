@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { generateEvents } from '../../src/publish/generate.ts';
 import { publishEvents } from '../../src/publish/publisher.ts';
 import { resetStats, roundTrips } from '../../testkit/redis-stats.ts';
+import { eventIdOf, readTopic } from '../../testkit/topics.ts';
 import { type Rig, startRig, summedTotal } from '../helpers/pipeline.ts';
 
 let rig: Rig | undefined;
@@ -134,6 +135,16 @@ describe('the consumer pipeline under change', () => {
       ...good.slice(100).map((e) => JSON.stringify(e)),
     ];
     await publishEvents(rig.kafka, mixed, { topic: rig.topic, validate: false });
+    // A valid event refused for its headers alone (over AQUEDUCT_MAX_HEADER_BYTES).
+    const overHeaders = JSON.stringify({ ...base, id: 'p-headers' });
+    const producer = rig.kafka.producer();
+    await producer.connect();
+    await producer.send({
+      topic: rig.topic,
+      messages: [{ key: 'k-headers', value: overHeaders, headers: { 'x-pad': 'p'.repeat(20_000) } }],
+    });
+    await producer.disconnect();
+    poison.push({ value: overHeaders, kind: 'too-large' });
     await rig.startConsumer();
     const ledger = await rig.settle(good.map((e) => e.id));
     await waitFor(async () => (await rig?.ledger())?.deadLettered.length ?? 0, poison.length);
@@ -142,6 +153,19 @@ describe('the consumer pipeline under change', () => {
     expect(final.delivered.size).toBe(good.length);
     expect(final.deadLettered.map((d) => d.reasonKind).sort()).toEqual(poison.map((p) => p.kind).sort());
     for (const dead of final.deadLettered) expect(dead.reason?.length).toBeGreaterThan(0);
+    // A too-large dead letter copies only what is within the limits: the one refused for its headers
+    // keeps its key and value (so it can be replayed) and none of its own headers; the one refused for
+    // its value keeps no value.
+    const tooLarge = (await readTopic(rig.kafka, `${rig.topic}.dlq`)).filter(
+      (m) => m.headers?.['aqueduct-reason-kind']?.toString() === 'too-large',
+    );
+    expect(tooLarge).toHaveLength(2);
+    const byHeaders = tooLarge.find((m) => m.value !== null);
+    const byValue = tooLarge.find((m) => m.value === null);
+    expect(eventIdOf(byHeaders?.value ?? null)).toBe('p-headers');
+    expect(byHeaders?.key?.toString()).toBe('k-headers');
+    expect(Object.keys(byHeaders?.headers ?? {}).filter((name) => !name.startsWith('aqueduct-'))).toEqual([]);
+    expect(byValue).toBeDefined();
     // None of the malformed ones reached a provider: the simulators saw only the good events.
     expect(rig.simulators.accepted().ids.size).toBe(good.length);
     expect(rig.simulators.fcm.stats().invalidTokens + rig.simulators.apns.stats().invalidTokens).toBe(0);
