@@ -1,4 +1,5 @@
-import { createReadStream } from 'node:fs';
+import { constants, createReadStream } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { type Command, InvalidArgumentError } from 'commander';
 import { loadConfig } from '../config.ts';
@@ -58,6 +59,11 @@ export function registerPublishCommand(program: Command): void {
     )
     .action(async (file: string | undefined, flags: PublishFlags) => {
       const config = await exitOnConfigError('publish', () => loadConfig(process.env, flags.config));
+      if (file !== undefined && flags.generate !== undefined) {
+        console.error('aqueduct publish: give a file or --generate N, not both');
+        process.exit(2);
+      }
+      if (file !== undefined && file !== '-') await exitUnlessReadable(file);
       // Each event starts its own trace (when tracing is configured); the consumer continues it.
       const tracing = await startTracing('aqueduct-publish');
       const topic = flags.topic ?? config.AQUEDUCT_TOPIC;
@@ -106,6 +112,20 @@ export function registerPublishCommand(program: Command): void {
       console.log(JSON.stringify({ published: result.published, invalid: result.invalid, topic, seconds }));
       if (result.invalid > 0) process.exitCode = 1;
     });
+}
+
+/** A file that cannot be read is said at once (exit 2), before anything connects to Kafka. */
+async function exitUnlessReadable(file: string): Promise<void> {
+  let problem: string | undefined;
+  try {
+    if ((await stat(file)).isDirectory()) problem = 'it is a directory';
+    else await access(file, constants.R_OK);
+  } catch (error) {
+    problem = (error as Error).message;
+  }
+  if (problem === undefined) return;
+  console.error(`aqueduct publish: cannot read ${file}: ${problem}`);
+  process.exit(2);
 }
 
 async function* lines(file: string | undefined): AsyncGenerator<string> {
