@@ -9,13 +9,15 @@ import {
 } from './event.ts';
 
 /** Why a message could not become an event; the consumer dead-letters it with this reason. */
-export type DecodeFailureKind =
-  | 'empty'
-  | 'too-large'
-  | 'invalid-utf8'
-  | 'invalid-json'
-  | 'unknown-schema-version'
-  | 'invalid-event';
+export const DECODE_FAILURE_KINDS = [
+  'empty',
+  'too-large',
+  'invalid-utf8',
+  'invalid-json',
+  'unknown-schema-version',
+  'invalid-event',
+] as const;
+export type DecodeFailureKind = (typeof DECODE_FAILURE_KINDS)[number];
 
 export type DecodeResult =
   | { ok: true; event: NotificationEvent }

@@ -1,4 +1,4 @@
-import type { DecodeResult } from '../events/decode.ts';
+import { DECODE_FAILURE_KINDS, type DecodeResult } from '../events/decode.ts';
 import type { Platform } from '../events/event.ts';
 import { MAX_TIMER_MS } from '../timer-delay.ts';
 import type { FinalMark } from './done-store.ts';
@@ -29,6 +29,12 @@ export interface RetryPolicy {
   /** Longest delay of one retry, in ms: a provider's Retry-After and the back-off are both cut to it. */
   maxRetryDelayMs: number;
 }
+
+/**
+ * Every reason kind a dead letter can carry (`aqueduct-reason-kind`): a decode failure's, a provider's
+ * refusal (`rejected`), or retries used up (`max-attempts`).
+ */
+export const DEAD_LETTER_KINDS: readonly string[] = [...DECODE_FAILURE_KINDS, 'rejected', 'max-attempts'];
 
 /** A message that did not decode (or was too large): dead-lettered under its failure kind. */
 export function settleUndecodable(

@@ -1,21 +1,36 @@
-import type { Command } from 'commander';
+import { type Command, InvalidArgumentError } from 'commander';
 import { idempotencyWindowOf, loadConfig, topicsOf } from '../config.ts';
 import { createKafka } from '../kafka/client.ts';
 import { connectionNotice } from '../kafka/connection-notice.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
 import { missingTopics } from '../kafka/topics.ts';
 import { DoneStore } from '../pipeline/done-store.ts';
+import { DEAD_LETTER_KINDS } from '../pipeline/outcomes.ts';
 import { createRedis } from '../redis/client.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
 import { kafkaSecurityOptions, redisConnectionOptions } from '../settings-options.ts';
 import { type ReplaySummary, replayDeadLetters } from './replay.ts';
 
 interface ReplayFlags {
-  kind?: string;
+  kind?: string[];
   fromBeginning: boolean;
   dryRun: boolean;
   config?: string;
   quiet: boolean;
+}
+
+/** `--kind a,b`: each one a reason kind a dead letter can carry (a typo would quietly match nothing). */
+function reasonKinds(value: string): string[] {
+  const kinds = value
+    .split(',')
+    .map((k) => k.trim())
+    .filter(Boolean);
+  const unknown = kinds.filter((k) => !DEAD_LETTER_KINDS.includes(k));
+  if (kinds.length === 0 || unknown.length > 0)
+    throw new InvalidArgumentError(
+      `${unknown.length > 0 ? `unknown ${unknown.join(', ')}; ` : ''}the reason kinds are ${DEAD_LETTER_KINDS.join(', ')}`,
+    );
+  return kinds;
 }
 
 /**
@@ -26,7 +41,11 @@ export function registerReplayCommand(program: Command): void {
   program
     .command('replay')
     .description('republish dead letters (<topic>.dlq) to the main topic, original key, value and headers')
-    .option('--kind <kinds>', 'only these reason kinds, comma-separated (e.g. max-attempts,rejected)')
+    .option(
+      '--kind <kinds>',
+      'only these reason kinds, comma-separated (e.g. max-attempts,rejected)',
+      reasonKinds,
+    )
     .option('--from-beginning', 'read the dead-letter topic from its start, not from the last replay', false)
     .option('--dry-run', 'count what would be replayed; publish and change nothing', false)
     .option('--config <file>', 'JSON file with the consumer settings (environment variables win)')
@@ -37,9 +56,10 @@ export function registerReplayCommand(program: Command): void {
         '',
         'Reads the consumer settings (KAFKA_*, REDIS_*, AQUEDUCT_TOPIC, AQUEDUCT_GROUP_ID, AQUEDUCT_REDIS_PREFIX).',
         'Progress is remembered in the consumer group <AQUEDUCT_GROUP_ID>.replay: a second replay goes on',
-        'after the first. Reason kinds: empty, too-large, invalid-utf8, invalid-json, unknown-schema-version,',
-        'invalid-event, rejected, max-attempts. A too-large dead letter keeps only what was within the limits:',
-        'one refused for its headers is replayed without them; one refused for its value is not replayable.',
+        'after the first.',
+        `Reason kinds: ${DEAD_LETTER_KINDS.join(', ')}.`,
+        'A too-large dead letter keeps only what was within the limits: one refused for its headers is',
+        'replayed without them; one refused for its value is not replayable.',
       ].join('\n'),
     )
     .action(async (flags: ReplayFlags) => {
@@ -75,10 +95,7 @@ export function registerReplayCommand(program: Command): void {
             shards: config.AQUEDUCT_IDEMPOTENCY_SHARDS,
           }),
           groupId: `${config.AQUEDUCT_GROUP_ID}.replay`,
-          kinds: flags.kind
-            ?.split(',')
-            .map((k) => k.trim())
-            .filter(Boolean),
+          ...(flags.kind ? { kinds: flags.kind } : {}),
           fromBeginning: flags.fromBeginning,
           dryRun: flags.dryRun,
           onProgress: progress,
