@@ -20,20 +20,30 @@ const PROVIDER = { rate: 400, burst: 1000 };
 /** Pushes (and so unreleased tokens) one consumer has in flight per provider: AQUEDUCT_SEND_CONCURRENCY. */
 const SEND_CONCURRENCY = 64;
 
-const { values } = parseArgs({
-  options: {
-    events: { type: 'string', default: '20000' },
-    consumers: { type: 'string', default: '3' },
-    partitions: { type: 'string', default: '6' },
-    tenants: { type: 'string', default: '' },
-    json: { type: 'boolean', default: false },
-    help: { type: 'boolean', short: 'h', default: false },
-  },
-});
+const OPTIONS = {
+  events: { type: 'string', default: '20000' },
+  consumers: { type: 'string', default: '3' },
+  partitions: { type: 'string', default: '6' },
+  tenants: { type: 'string', default: '' },
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;
+const USAGE =
+  'usage: npm run demo -- [--events N] [--consumers N] [--partitions N] [--tenants a,b,…] [--json]';
+
+const { values } = parsedArguments();
+function parsedArguments() {
+  try {
+    return parseArgs({ options: OPTIONS });
+  } catch (error) {
+    // An unknown or malformed option: Node's message ("Unknown option '--x'") and the usage, not a stack.
+    console.error(`${(error as Error).message}\n${USAGE}`);
+    process.exit(2);
+  }
+}
+
 if (values.help) {
-  console.log(
-    'usage: npm run demo -- [--events N] [--consumers N] [--partitions N] [--tenants a,b,…] [--json]',
-  );
+  console.log(USAGE);
   process.exit(0);
 }
 const events = wholeNumber('events', values.events);

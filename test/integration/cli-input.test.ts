@@ -57,3 +57,18 @@ describe('aqueduct replay given a reason kind no dead letter carries', () => {
     );
   });
 });
+
+describe('npm run demo given an option it does not know', () => {
+  it('says which, with the usage, and starts nothing', async () => {
+    const demo = fileURLToPath(new URL('../../testkit/demo.ts', import.meta.url));
+    const result = await new Promise<{ code: number; stderr: string }>((resolve) => {
+      execFile(process.execPath, [demo, '--event', '5'], { timeout: 30_000 }, (error, _stdout, stderr) =>
+        resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stderr }),
+      );
+    });
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr.trim()).toBe(
+      "Unknown option '--event'\nusage: npm run demo -- [--events N] [--consumers N] [--partitions N] [--tenants a,b,…] [--json]",
+    );
+  });
+});
