@@ -129,7 +129,13 @@ async function exitUnlessReadable(file: string): Promise<void> {
 }
 
 async function* lines(file: string | undefined): AsyncGenerator<string> {
-  const input = !file || file === '-' ? process.stdin : createReadStream(file);
+  const fromStdin = !file || file === '-';
+  // Typed at a terminal, a verb reading stdin looks hung: say what it waits for.
+  if (fromStdin && process.stdin.isTTY)
+    console.error(
+      'reading events from stdin, one JSON object per line; Ctrl-D ends (or give a file, or --generate N)',
+    );
+  const input = fromStdin ? process.stdin : createReadStream(file);
   for await (const line of createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY })) {
     if (line.trim() !== '') yield line;
   }
