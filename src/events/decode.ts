@@ -108,6 +108,7 @@ export function acceptedEvent(json: unknown): NotificationEvent | undefined {
   for (const key in notification) if (key !== 'title' && key !== 'body') return undefined;
   const { title, body } = notification;
   if (!isText(title, 0, L.titleLength) || !isText(body, 0, L.bodyLength)) return undefined;
+  if (!title.isWellFormed() || !body.isWellFormed()) return undefined;
   let dataCopy: Record<string, string> | undefined;
   if (data !== undefined) {
     if (!isObject(data)) return undefined;
@@ -123,7 +124,8 @@ export function acceptedEvent(json: unknown): NotificationEvent | undefined {
         key.length > L.dataKeyLength
       )
         return undefined;
-      if (!isText(value, 0, L.dataValueLength)) return undefined;
+      if (!isText(value, 0, L.dataValueLength) || !key.isWellFormed() || !value.isWellFormed())
+        return undefined;
       dataCopy[key] = value;
     }
   }
@@ -168,8 +170,19 @@ export function acceptedEvent(json: unknown): NotificationEvent | undefined {
 export function describeIssues(issues: ReadonlyArray<{ path: PropertyKey[]; message: string }>): string {
   return issues
     .slice(0, 5)
-    .map((issue) => `${issue.path.map(String).join('.') || '(event)'}: ${issue.message}`)
+    .map((issue) => `${issue.path.map(pathSegment).join('.') || '(event)'}: ${issue.message}`)
     .join('; ');
+}
+
+/**
+ * A field name as the reason shows it. Names under `data` are the producer's: one that is not a short
+ * printable ASCII word is shown quoted and escaped (no control character, no lone surrogate) and cut at
+ * 64 characters, so a reason stays one bounded line.
+ */
+function pathSegment(segment: PropertyKey): string {
+  const name = String(segment);
+  if (/^[\x21-\x7e]{1,64}$/.test(name)) return name;
+  return JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}…` : name);
 }
 
 function safeId(id: unknown): string | undefined {

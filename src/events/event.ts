@@ -54,6 +54,17 @@ export const SCHEMA_VERSION = 1;
 
 const text = (max: number) => z.string().min(1).max(max);
 
+/**
+ * Free text that a provider receives as UTF-8: a lone surrogate (JSON can carry one as `\ud800`) has no
+ * UTF-8 form, so it is refused here rather than by the provider after a token was spent on it.
+ */
+export const WELL_FORMED_MESSAGE = 'not well-formed Unicode (a lone surrogate)';
+const freeText = (max: number) =>
+  z
+    .string()
+    .max(max)
+    .refine((s) => s.isWellFormed(), WELL_FORMED_MESSAGE);
+
 export const notificationEventSchema = z
   .object({
     schemaVersion: z
@@ -73,12 +84,12 @@ export const notificationEventSchema = z
       ),
     notification: z
       .object({
-        title: z.string().max(L.titleLength),
-        body: z.string().max(L.bodyLength),
+        title: freeText(L.titleLength),
+        body: freeText(L.bodyLength),
       })
       .strict(),
     data: z
-      .record(z.string().min(1).max(L.dataKeyLength), z.string().max(L.dataValueLength))
+      .record(freeText(L.dataKeyLength).min(1), freeText(L.dataValueLength))
       .refine((d) => Object.keys(d).length <= L.maxDataEntries, `at most ${L.maxDataEntries} entries`)
       .optional()
       .describe('Custom key/value data delivered to the app.'),

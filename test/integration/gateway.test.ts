@@ -140,6 +140,12 @@ describe('gateway on real Kafka and Redis', () => {
       [sampleEvent('path', { token: '../../3/device/bbbb' }), 400, 'invalid-event', /^token: /],
       [sampleEvent('apn', { token: 'abcd' }), 400, 'invalid-event', /^token: an APNs device token is hex/],
       [sampleEvent('coll', { collapseKey: 'x\r\napns-topic: evil' }), 400, 'invalid-event', /^collapseKey: /],
+      [
+        sampleEvent('surr', { notification: { title: 'Hi \ud83d', body: 'b' } }),
+        400,
+        'invalid-event',
+        'notification.title: not well-formed Unicode (a lone surrogate)',
+      ],
       ['{"events": [', 400, 'invalid-json', 'not valid JSON'],
       [
         '{"__proto__": {"admin": true}, "platform": "fcm"}',

@@ -85,6 +85,43 @@ describe('event contract v1', () => {
     }
   });
 
+  it('names a data key in a reason as one bounded, escaped line', () => {
+    const data = { [`a\r\nb${'x'.repeat(100)}`]: 'v' };
+    const result = decodeEvent(encode({ ...valid, data }));
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.reason).toBe(`data."a\\r\\nb${'x'.repeat(60)}…": Invalid key in record`);
+  });
+
+  it.each([
+    [
+      'a title',
+      { notification: { title: 'Hi \ud83d', body: 'b' } },
+      /^notification\.title: not well-formed Unicode/,
+    ],
+    [
+      'a body',
+      { notification: { title: 't', body: '\udc00 there' } },
+      /^notification\.body: not well-formed Unicode/,
+    ],
+    ['a data value', { data: { k: 'v\ud800' } }, /^data\.k: not well-formed Unicode/],
+    // zod reports a refused record key as an invalid key, under its path (quoted and escaped).
+    ['a data key', { data: { 'k\udfff': 'v' } }, /^data\."k\\udfff": Invalid key in record/],
+  ])('dead-letters %s holding a lone surrogate (no UTF-8 form for the provider)', (_name, change, field) => {
+    // JSON.stringify writes the lone surrogate as a \uXXXX escape: valid UTF-8 and valid JSON.
+    const text = JSON.stringify({ ...valid, ...change });
+    expect(acceptedEvent(JSON.parse(text))).toBeUndefined();
+    const result = decodeEvent(Buffer.from(text));
+    expect(result.ok).toBe(false);
+    if (!result.ok) {
+      expect(result.kind).toBe('invalid-event');
+      expect(result.reason).toMatch(field);
+    }
+    // A pair of surrogates is one character, and fine.
+    expect(decodeEvent(encode({ ...valid, notification: { title: '\ud83d\ude00', body: 'b' } })).ok).toBe(
+      true,
+    );
+  });
+
   it('accepts APNs tokens of 64 to 200 hex digits in either case, and FCM tokens with : _ -', () => {
     for (const token of [APNS_TOKEN, APNS_TOKEN.toUpperCase(), 'ab'.repeat(100)]) {
       expect(decodeEvent(encode({ ...valid, platform: 'apns', token })).ok, token).toBe(true);
@@ -132,6 +169,8 @@ describe('the hand-written check of a valid event', () => {
           'x'.repeat(max),
           'x'.repeat(max + 1),
           '\u{1F600}'.repeat(max / 2),
+          '\ud800',
+          'a\udfffb',
         ),
       },
     );
