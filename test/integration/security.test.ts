@@ -116,15 +116,20 @@ function secureEnv(): Record<string, string> {
   };
 }
 
+/** A kafkajs client built from `env` as every Aqueduct verb builds it. */
+function kafkaFrom(env: Record<string, string>) {
+  const config = loadConfig(env);
+  return createKafka({
+    brokers: config.KAFKA_BROKERS,
+    clientId: 'sec',
+    extra: kafkaSecurity(kafkaSecurityOptions(config)),
+  });
+}
+
 describe('connection security from the settings', () => {
   it('connects to Kafka over SASL_SSL with SCRAM (256 and 512) and refuses a wrong password', async () => {
     for (const mechanism of ['scram-sha-256', 'scram-sha-512'] as const) {
-      const config = loadConfig({ ...secureEnv(), KAFKA_SASL_MECHANISM: mechanism });
-      const admin = createKafka({
-        brokers: config.KAFKA_BROKERS,
-        clientId: 'sec',
-        extra: kafkaSecurity(kafkaSecurityOptions(config)),
-      }).admin();
+      const admin = kafkaFrom({ ...secureEnv(), KAFKA_SASL_MECHANISM: mechanism }).admin();
       await admin.connect();
       expect((await admin.describeCluster()).brokers).toHaveLength(1);
       await admin.disconnect();
@@ -161,11 +166,7 @@ describe('connection security from the settings', () => {
 
   it('runs aqueduct consume end to end on those settings, and no secret reaches its logs', async () => {
     const config = loadConfig(secureEnv());
-    const client = createKafka({
-      brokers: config.KAFKA_BROKERS,
-      clientId: 'sec',
-      extra: kafkaSecurity(kafkaSecurityOptions(config)),
-    });
+    const client = kafkaFrom(secureEnv());
     const topic = `secure-${Date.now()}`;
     await ensureTopicFamily(client, topic, 2, SINGLE_BROKER_DURABILITY);
     const events = [...generateEvents({ count: 60, deadTokenRatio: 0.1 })];
@@ -244,12 +245,7 @@ describe('connection security from the settings', () => {
     });
     expect(stderr).not.toContain(KAFKA_PASSWORD);
 
-    const config = loadConfig(secureEnv());
-    const admin = createKafka({
-      brokers: config.KAFKA_BROKERS,
-      clientId: 'sec',
-      extra: kafkaSecurity(kafkaSecurityOptions(config)),
-    }).admin();
+    const admin = kafkaFrom(secureEnv()).admin();
     await admin.connect();
     try {
       const offsets = await admin.fetchTopicOffsets(topic);
