@@ -175,13 +175,13 @@ export function describeIssues(issues: ReadonlyArray<{ path: PropertyKey[]; mess
 }
 
 /**
- * A field name as the reason shows it. Names under `data` are the producer's: one that is not a short
- * printable ASCII word is shown quoted and escaped (no control character, no lone surrogate) and cut at
- * 64 characters, so a reason stays one bounded line.
+ * A field name as the reason shows it. Names under `data` are the producer's: one longer than 64
+ * characters, or holding a space, a control character or a lone surrogate, is shown quoted and escaped
+ * and cut at 64 characters, so a reason stays one bounded line.
  */
 function pathSegment(segment: PropertyKey): string {
   const name = String(segment);
-  if (/^[\x21-\x7e]{1,64}$/.test(name)) return name;
+  if (/^[^\p{C}\p{Z}]{1,64}$/u.test(name)) return name;
   return JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}…` : name);
 }
 
