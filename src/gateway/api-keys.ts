@@ -12,6 +12,22 @@ export function hashApiKey(key: string): string {
   return createHash('sha256').update(key, 'utf8').digest('hex');
 }
 
+/**
+ * How many credential field lines a request carries: its `Authorization` and `X-API-Key` lines
+ * together. More than one is refused (RFC 6750 §3.1 `invalid_request`: a request that "repeats the same
+ * parameter, uses more than one method for including an access token"): Node keeps only the first of
+ * two `Authorization` lines and a proxy in front may keep the last, so the two would not agree on who
+ * the caller is.
+ */
+export function credentialFieldLines(rawHeaders: readonly string[]): number {
+  let lines = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]?.toLowerCase();
+    if (name === 'authorization' || name === 'x-api-key') lines++;
+  }
+  return lines;
+}
+
 /** Who a request is. */
 export type Authentication =
   | { ok: true; tenant: string }

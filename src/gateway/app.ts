@@ -4,10 +4,11 @@ import { LimiterUnavailableError } from '../limiter/index.ts';
 import type { Logger } from '../log.ts';
 import { jsonErrorWithoutInput } from '../redact.ts';
 import { type Admission, policyHeaders, rateLimitHeaders, type TenantAdmission } from './admission.ts';
-import type { ApiKeys } from './api-keys.ts';
+import { type ApiKeys, credentialFieldLines } from './api-keys.ts';
 import { boundedFastify, type ConnectionLimits } from './bounded-server.ts';
 import type { TenantLimit } from './config.ts';
 import { prepareBody } from './events.ts';
+import { acceptUtf8Json, BODY_ERRORS } from './json-body.ts';
 import { KafkaUnavailableError } from './kafka-unavailable.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { endRequestTrace, startPublishTrace, startRequestTrace } from './tracing.ts';
@@ -66,7 +67,7 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
   const app = boundedFastify(options.connections ?? {}, { bodyLimit: options.maxBodyBytes });
   // Only JSON is an event; fastify would otherwise hand a text/plain body over as a string.
   app.removeContentTypeParser('text/plain');
-  acceptJsonTellingForbiddenKeys(app);
+  acceptUtf8Json(app);
   const tenants = new WeakMap<FastifyRequest, string>();
   const started = new WeakMap<FastifyRequest, bigint>();
 
@@ -126,14 +127,31 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
   app.addHook('onRequest', async (request, reply) => {
     if (request.routeOptions.url !== INGEST) return;
     started.set(request, process.hrtime.bigint());
+    if (credentialFieldLines(request.raw.rawHeaders) > 1) {
+      return answer(
+        request,
+        reply,
+        400,
+        {
+          error: 'ambiguous-api-key',
+          message: 'send one API key, in one "Authorization: Bearer <key>" or one "X-API-Key: <key>" field',
+        },
+        { 'www-authenticate': 'Bearer realm="aqueduct", error="invalid_request"', ...BEFORE_BODY },
+      );
+    }
     const auth = apiKeys.authenticate(request.headers);
     if (!auth.ok) {
+      // RFC 6750 §3.1: no error code when no credentials were sent, `invalid_token` for an unknown one.
+      const challenge =
+        auth.reason === 'unknown'
+          ? 'Bearer realm="aqueduct", error="invalid_token"'
+          : 'Bearer realm="aqueduct"';
       return answer(
         request,
         reply,
         401,
         { error: 'unauthorized', message: auth.message },
-        { 'www-authenticate': 'Bearer realm="aqueduct"', ...BEFORE_BODY },
+        { 'www-authenticate': challenge, ...BEFORE_BODY },
       );
     }
     const tenant = auth.tenant;
@@ -181,7 +199,40 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
           },
           headers,
         );
-      case FORBIDDEN_KEY:
+      case BODY_ERRORS.unsupportedCharset:
+        return answer(
+          request,
+          reply,
+          415,
+          {
+            error: 'unsupported-media-type',
+            message: 'the body must be application/json in UTF-8: no charset parameter, or charset=utf-8',
+          },
+          headers,
+        );
+      case BODY_ERRORS.unsupportedEncoding:
+        return answer(
+          request,
+          reply,
+          415,
+          {
+            error: 'unsupported-content-encoding',
+            message: 'the body must not be compressed: send it without Content-Encoding',
+          },
+          { ...headers, 'accept-encoding': 'identity' },
+        );
+      case BODY_ERRORS.notUtf8:
+        return answer(
+          request,
+          reply,
+          400,
+          {
+            error: 'invalid-json',
+            message: 'the body is not valid UTF-8 (JSON between systems is UTF-8, RFC 8259)',
+          },
+          headers,
+        );
+      case BODY_ERRORS.forbiddenKey:
         return answer(
           request,
           reply,
@@ -335,43 +386,6 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
     return respond(202, { ids: events.map((event) => event.id) }, limitHeaders);
   });
   return app;
-}
-
-const FORBIDDEN_KEY = 'AQUEDUCT_FORBIDDEN_JSON_KEY';
-
-/**
- * fastify's own JSON parser (secure-json-parse, refusing `__proto__` and `constructor.prototype` keys),
- * except that a refusal of valid JSON for such a key is told as that rather than as "not valid JSON".
- * The body is parsed again only on that error path.
- */
-function acceptJsonTellingForbiddenKeys(app: FastifyInstance): void {
-  const secureParse = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    // parseAs 'string': the body is text.
-    const text = body as string;
-    secureParse(request, text, (error, value) => {
-      if ((error as FastifyError | null)?.code === 'FST_ERR_CTP_INVALID_JSON_BODY' && isJson(text)) {
-        done(
-          Object.assign(new Error('forbidden key in the JSON body'), {
-            code: FORBIDDEN_KEY,
-            statusCode: 400,
-          }),
-        );
-        return;
-      }
-      done(error, value);
-    });
-  });
-}
-
-function isJson(text: string): boolean {
-  try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** How many events a parsed body holds: a batch's array length, else one. */

@@ -80,14 +80,18 @@ export function openApiDocument(options: OpenApiOptions): Json {
               content: { 'application/json': { schema: { $ref: '#/components/schemas/Accepted' } } },
             },
             '400': problem(
-              'Not JSON, not an event or batch, or an event that breaks the contract: `message` names the field.',
+              'Not UTF-8 JSON, not an event or batch, or an event that breaks the contract: `message` names the field. `error: ambiguous-api-key`: more than one API key (two `Authorization` fields, or `Authorization` and `X-API-Key`).',
             ),
-            '401': problem('No API key, or one that is not valid.'),
+            '401': problem(
+              'No API key, or one that is not valid (`WWW-Authenticate` then says `error="invalid_token"`).',
+            ),
             '403': problem("An event names a tenant other than the API key's."),
             '413': problem(
               "The body, the batch, or one event is larger than allowed (or than the tenant's burst).",
             ),
-            '415': problem('The body is not `application/json`.'),
+            '415': problem(
+              'The body is not `application/json` in UTF-8 (a `charset` other than `utf-8`), or it is compressed (`error: unsupported-content-encoding`, with `Accept-Encoding: identity`): send it uncompressed.',
+            ),
             '408': problem('The headers and body did not all arrive in time; the connection is closed.'),
             '429': problem(
               'The tenant is above its admission limit (every request costs one unit before its body is read, invalid ones included); retry after `Retry-After` seconds.',

@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { gzipSync } from 'node:zlib';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import getPort from 'get-port';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -208,6 +209,30 @@ describe('gateway on real Kafka and Redis', () => {
       body: 'hello',
     });
     expect(text.status).toBe(415);
+
+    // JSON is UTF-8 (RFC 8259): other bytes are refused, never read as UTF-8 with replacement characters.
+    const cafe = JSON.stringify(sampleEvent('enc-1', { notification: { title: 'Café', body: 'b' } }));
+    const encodings: Array<[Record<string, string>, Uint8Array, number, string]> = [
+      [{}, Buffer.from(cafe, 'latin1'), 400, 'invalid-json'],
+      [
+        { 'content-type': 'application/json; charset=iso-8859-1' },
+        Buffer.from(cafe, 'latin1'),
+        415,
+        'unsupported-media-type',
+      ],
+      [{ 'content-encoding': 'gzip' }, gzipSync(cafe), 415, 'unsupported-content-encoding'],
+    ];
+    for (const [headers, body, status, error] of encodings) {
+      const answer = await fetch(`${gw.gateway.url}/v1/notifications`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': GLOBEX, ...headers },
+        body,
+      });
+      expect(answer.status, error).toBe(status);
+      expect(((await answer.json()) as { error: string }).error).toBe(error);
+      if (error === 'unsupported-content-encoding')
+        expect(answer.headers.get('accept-encoding')).toBe('identity');
+    }
     expect(await countMessages(gw.kafka, gw.topic)).toBe(before);
   });
 
@@ -218,7 +243,21 @@ describe('gateway on real Kafka and Redis', () => {
     const wrong = await gw.post(sampleEvent('k-2'), { key: 'not-a-key' });
     expect(wrong.status).toBe(401);
     expect(wrong.body).toEqual({ error: 'unauthorized', message: 'the API key is not valid' });
-    expect(wrong.headers.get('www-authenticate')).toContain('Bearer');
+    expect(wrong.headers.get('www-authenticate')).toBe('Bearer realm="aqueduct", error="invalid_token"');
+    expect(missing.headers.get('www-authenticate')).toBe('Bearer realm="aqueduct"');
+    // Two keys are one too many (RFC 6750 §3.1), even when one of them is valid: Node reads the first
+    // of two Authorization lines, a proxy in front may read the last.
+    const both = await gw.post(sampleEvent('k-5'), { key: GLOBEX, headers: { 'x-api-key': GLOBEX } });
+    expect(both.status).toBe(400);
+    expect(both.body.error).toBe('ambiguous-api-key');
+    expect(both.headers.get('www-authenticate')).toContain('error="invalid_request"');
+    const body = JSON.stringify(sampleEvent('k-6'));
+    const twice = await sendRaw(
+      gw.gateway.port,
+      `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${GLOBEX}\r\nAuthorization: Bearer not-a-key\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    expect(twice).toMatch(/^HTTP\/1\.1 400 /);
+    expect(JSON.parse(twice.split('\r\n\r\n')[1] ?? '')).toMatchObject({ error: 'ambiguous-api-key' });
     // Checked before the body is read: an unknown caller gets 401 even for an oversize body.
     const oversize = await gw.post('x'.repeat(100_000), { key: 'not-a-key' });
     expect(oversize.status).toBe(401);

@@ -1,0 +1,90 @@
+import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
+
+/**
+ * How the gateway reads a body: JSON in UTF-8 (RFC 8259 §8.1: JSON exchanged between systems is UTF-8),
+ * uncompressed. fastify would otherwise decode any bytes as UTF-8 with replacement characters, so a
+ * Latin-1 `Café` or a stray byte would be accepted and pushed as `Caf�`, and a gzip body would be
+ * answered as "not JSON".
+ */
+
+/** The codes of the errors the parser gives; `buildGatewayApp` answers each of them. */
+export const BODY_ERRORS = {
+  /** Valid JSON holding a `__proto__` key or a `constructor.prototype` (secure-json-parse refuses it). */
+  forbiddenKey: 'AQUEDUCT_FORBIDDEN_JSON_KEY',
+  /** The bytes are not UTF-8. */
+  notUtf8: 'AQUEDUCT_BODY_NOT_UTF8',
+  /** `Content-Type: application/json; charset=…` naming another charset. */
+  unsupportedCharset: 'AQUEDUCT_UNSUPPORTED_CHARSET',
+  /** A `Content-Encoding` (gzip, br, …): the gateway reads only uncompressed bodies. */
+  unsupportedEncoding: 'AQUEDUCT_UNSUPPORTED_CONTENT_ENCODING',
+} as const;
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Replaces fastify's `application/json` parser by one that refuses a body that is compressed, declared
+ * in another charset or not UTF-8, and then parses it with fastify's own parser (secure-json-parse,
+ * refusing prototype-poisoning keys), telling such a refusal of valid JSON apart from invalid JSON.
+ * The text is parsed a second time only on that error path.
+ */
+export function acceptUtf8Json(app: FastifyInstance): void {
+  const secureParse = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    const refusal = encodingRefusal(request);
+    if (refusal) {
+      done(refusal);
+      return;
+    }
+    let text: string;
+    try {
+      text = utf8.decode(body as Buffer); // parseAs 'buffer': the body is bytes
+    } catch {
+      done(bodyError(BODY_ERRORS.notUtf8, 400, 'the body is not UTF-8'));
+      return;
+    }
+    secureParse(request, text, (error, value) => {
+      if ((error as FastifyError | null)?.code === 'FST_ERR_CTP_INVALID_JSON_BODY' && isJson(text)) {
+        done(bodyError(BODY_ERRORS.forbiddenKey, 400, 'forbidden key in the JSON body'));
+        return;
+      }
+      done(error, value);
+    });
+  });
+}
+
+/** Why the body cannot be read as it is declared, if it cannot. */
+function encodingRefusal(request: FastifyRequest): Error | undefined {
+  const encoding = request.headers['content-encoding']?.trim().toLowerCase();
+  if (encoding !== undefined && encoding !== '' && encoding !== 'identity') {
+    return bodyError(BODY_ERRORS.unsupportedEncoding, 415, 'compressed body');
+  }
+  const charset = charsetOf(request.headers['content-type'] ?? '');
+  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+    return bodyError(BODY_ERRORS.unsupportedCharset, 415, 'body charset other than UTF-8');
+  }
+  return undefined;
+}
+
+/**
+ * The lower-case `charset` parameter of a Content-Type field value (RFC 9110 §8.3: parameters are
+ * `; name=value`, the name case-insensitive, the value a token or a quoted string), if it has one.
+ */
+export function charsetOf(contentType: string): string | undefined {
+  const match = /;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/i.exec(contentType);
+  if (!match) return undefined;
+  return (match[1] ?? match[2] ?? '').toLowerCase();
+}
+
+function bodyError(code: string, statusCode: number, message: string): Error {
+  return Object.assign(new Error(message), { code, statusCode });
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
