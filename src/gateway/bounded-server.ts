@@ -1,4 +1,4 @@
-import { STATUS_CODES } from 'node:http';
+import { type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 
@@ -42,7 +42,14 @@ export function boundedFastify(
     requestTimeout: l.requestTimeoutMs,
     keepAliveTimeout: l.keepAliveTimeoutMs,
     connectionTimeout: l.connectionTimeoutMs,
-    clientErrorHandler: (error, socket) => answerClientError(error, socket, l),
+    clientErrorHandler: (error, socket) => {
+      if (answered.has(socket)) return;
+      answered.add(socket);
+      // A client may pipeline a good request and then break the framing: its earlier requests are
+      // answered first, in order, so that it learns what became of them.
+      socket.pause();
+      void responsesInFlight(socket, l.requestTimeoutMs).then(() => answerClientError(error, socket, l));
+    },
     http: {
       headersTimeout: l.headersTimeoutMs,
       requestTimeout: l.requestTimeoutMs,
@@ -53,7 +60,48 @@ export function boundedFastify(
     },
   });
   app.server.maxConnections = l.maxConnections;
+  app.server.on('request', (request, response: ServerResponse) => {
+    const socket = request.socket;
+    let responses = inFlight.get(socket);
+    if (responses === undefined) {
+      responses = new Set();
+      inFlight.set(socket, responses);
+    }
+    responses.add(response);
+    const done = responses;
+    response.once('close', () => done.delete(response));
+  });
   return app;
+}
+
+/** Each connection's responses not yet finished (pipelined requests are answered in order). */
+const inFlight = new WeakMap<Duplex, Set<ServerResponse>>();
+/** Connections whose broken framing is already being answered (Node reports it again on more data). */
+const answered = new WeakSet<Duplex>();
+
+/**
+ * Resolves once every response of a connection to a request received whole is finished or closed, or
+ * after `limitMs`. A request still arriving (the one that missed its deadline) gets no answer of its own.
+ */
+function responsesInFlight(socket: Duplex, limitMs: number): Promise<void> {
+  const responses = [...(inFlight.get(socket) ?? [])].filter(
+    (response) => response.req.complete && !response.writableFinished,
+  );
+  if (responses.length === 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    const giveUp = setTimeout(resolve, limitMs);
+    giveUp.unref();
+    let open = responses.length;
+    for (const response of responses) {
+      response.once('close', () => {
+        open -= 1;
+        if (open === 0) {
+          clearTimeout(giveUp);
+          resolve();
+        }
+      });
+    }
+  });
 }
 
 /**

@@ -372,6 +372,18 @@ describe('gateway on real Kafka and Redis', () => {
         expect(JSON.parse(response.split('\r\n\r\n')[1] ?? '')).toMatchObject({ error });
       }
       expect(await countMessages(framed.kafka, framed.topic)).toBe(0);
+
+      // A good request pipelined before the broken one is answered first: the client learns that it
+      // was accepted (and its id), rather than reading the 400 as its answer.
+      const event = JSON.stringify(sampleEvent('pipe-1', { id: 'pipelined-1' }));
+      const response = await sendRaw(
+        framed.gateway.port,
+        `${head}Content-Length: ${event.length}\r\n\r\n${event}${head}Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}`,
+      );
+      const answers = response.split(/(?=HTTP\/1\.1 \d{3} )/);
+      expect(answers.map((answer) => answer.slice(0, 12))).toEqual(['HTTP/1.1 202', 'HTTP/1.1 400']);
+      expect(answers[0]).toContain('{"ids":["pipelined-1"]}');
+      expect(await countMessages(framed.kafka, framed.topic)).toBe(1);
     } finally {
       await framed.close();
     }
