@@ -272,6 +272,17 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
     }
   });
 
+  // In the API's own error shape, not fastify's; the ingest path names the one method it takes.
+  app.setNotFoundHandler(async (request, reply) => {
+    if (request.url.split('?')[0] === INGEST) {
+      return reply
+        .code(405)
+        .header('allow', 'POST')
+        .send({ error: 'method-not-allowed', message: `${INGEST} takes POST only` });
+    }
+    return reply.code(404).send({ error: 'not-found', message: `no such route; the API is POST ${INGEST}` });
+  });
+
   app.post(INGEST, async (request, reply) => {
     const tenant = tenants.get(request) as string;
     const requestTrace = startRequestTrace(request.headers, { 'aqueduct.tenant': tenant });

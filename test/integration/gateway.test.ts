@@ -269,7 +269,7 @@ describe('gateway on real Kafka and Redis', () => {
     expect(foreign.body.message).toMatch(/^events\[1\]\.tenant: this API key belongs to tenant "globex"/);
   });
 
-  it('serves a valid OpenAPI 3.1 document, health, readiness and metrics on the admin port, and none of them on the API port', async () => {
+  it('serves a valid OpenAPI 3.1 document, health, readiness and metrics on the admin port, and none of them on the API port (404; 405 for another method of the ingest path)', async () => {
     const admin = gw.gateway.adminUrl;
     expect(gw.gateway.adminPort).not.toBe(gw.gateway.port);
     const document = (await (await fetch(`${admin}/openapi.json`)).json()) as Record<string, unknown>;
@@ -283,7 +283,17 @@ describe('gateway on real Kafka and Redis', () => {
     expect(metrics).toMatch(/^aqueduct_gateway_requests_total\{status="429"\} [1-9]/m);
     expect(metrics).toMatch(/^aqueduct_gateway_kafka_write_duration_seconds_count\{outcome="ok"\} [1-9]/m);
     for (const path of ['/openapi.json', '/healthz', '/readyz', '/metrics']) {
-      expect((await fetch(`${gw.gateway.url}${path}`)).status, path).toBe(404);
+      const answer = await fetch(`${gw.gateway.url}${path}`);
+      expect(answer.status, path).toBe(404);
+      expect(await answer.json()).toEqual({
+        error: 'not-found',
+        message: 'no such route; the API is POST /v1/notifications',
+      });
+    }
+    for (const method of ['GET', 'PUT', 'DELETE', 'HEAD']) {
+      const answer = await fetch(`${gw.gateway.url}/v1/notifications`, { method });
+      expect(answer.status, method).toBe(405);
+      expect(answer.headers.get('allow'), method).toBe('POST');
     }
     expect((await fetch(`${admin}/v1/notifications`, { method: 'POST' })).status).toBe(404);
   });
