@@ -7,6 +7,7 @@ import {
   type ProducerConfig,
 } from 'kafkajs';
 import type { Logger } from '../log.ts';
+import { registerCompressionCodecs } from './compression.ts';
 import { kafkaPartitioner } from './partitioner.ts';
 
 /**
@@ -66,6 +67,7 @@ const CONNECTION_FAILURE =
 
 export function createKafka(options: CreateKafkaOptions): Kafka {
   filterKafkajsTimeoutWarning();
+  registerCompressionCodecs();
   process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
   const { logger, onConnectionError } = options;
   const toLogger = logger ? pinoLogCreator(logger) : undefined;

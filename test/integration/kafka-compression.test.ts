@@ -1,0 +1,97 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { CompressionTypes } from 'kafkajs';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { createProducer } from '../../src/kafka/client.ts';
+import { ensureTopics, SINGLE_BROKER_DURABILITY } from '../../src/kafka/topics.ts';
+import { generateEvents } from '../../src/publish/generate.ts';
+import { kafkaClasspath } from '../../src/services/kafka-classpath.ts';
+import { kafkaVersion } from '../../src/services/kafka-version.ts';
+import { type Rig, startRig } from '../helpers/pipeline.ts';
+
+// What Apache Kafka's own Java client (the jars of the run's broker version) writes, Aqueduct reads,
+// and the other way round, in each of Kafka's compression types.
+
+const JAVA_CLIENT = fileURLToPath(new URL('../fixtures/KafkaJavaClient.java', import.meta.url));
+const COMPRESSION_TYPES = ['none', 'gzip', 'snappy', 'lz4', 'zstd'] as const;
+const TRACEPARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+
+/** Runs the Java client with `args`, `input` on its stdin; resolves to its stdout lines. */
+async function javaClient(args: string[], input = ''): Promise<string[]> {
+  const classpath = await kafkaClasspath(kafkaVersion());
+  return new Promise((resolve, reject) => {
+    const child = spawn('java', ['-cp', classpath, JAVA_CLIENT, ...args], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString('utf8');
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString('utf8');
+    });
+    child.on('error', reject);
+    child.on('close', (code) => {
+      if (code === 0) resolve(stdout.split('\n').filter((line) => line !== ''));
+      else reject(new Error(`the Java client exited with ${code}: ${stderr.slice(-2000)}`));
+    });
+    child.stdin.end(input);
+  });
+}
+
+let rig: Rig | undefined;
+afterEach(async () => {
+  await rig?.close();
+  rig = undefined;
+});
+
+describe("Kafka's compression types, with Apache Kafka's Java client", () => {
+  it('delivers every event a Java producer wrote in each compression type (with a traceparent header), once', async () => {
+    rig = await startRig({ partitions: 2, rate: 100_000, burst: 100_000, redis: 'single' });
+    const lines: string[] = [];
+    const published: string[] = [];
+    for (const compression of COMPRESSION_TYPES) {
+      for (const event of generateEvents({ count: 40, tenants: ['acme'] })) {
+        lines.push(`${compression}\t${JSON.stringify(event)}`);
+        published.push(event.id);
+      }
+    }
+    const brokers = inject('kafkaBrokers').join(',');
+    expect(await javaClient(['produce', brokers, rig.topic, TRACEPARENT], lines.join('\n'))).toEqual([
+      `produced ${lines.length}`,
+    ]);
+
+    await rig.startConsumer('a');
+    const ledger = await rig.settle(published);
+    expect(new Set(ledger.delivered)).toEqual(new Set(published));
+    expect(ledger.acceptedTotal).toBe(published.length);
+    expect(ledger.deadLettered).toEqual([]);
+  });
+
+  it('writes batches in each compression type that the Java consumer reads', async () => {
+    rig = await startRig({ partitions: 1, rate: 100_000, burst: 100_000, redis: 'single' });
+    const topic = `${rig.topic}-written`;
+    const admin = rig.kafka.admin();
+    await admin.connect();
+    await ensureTopics(admin, [{ topic, numPartitions: 1 }], SINGLE_BROKER_DURABILITY);
+    await admin.disconnect();
+    const producer = createProducer(rig.kafka);
+    await producer.connect();
+    const sent: string[] = [];
+    for (const [name, compression] of Object.entries({
+      gzip: CompressionTypes.GZIP,
+      snappy: CompressionTypes.Snappy,
+      lz4: CompressionTypes.LZ4,
+      zstd: CompressionTypes.ZSTD,
+    })) {
+      // Repetitive values, so that each batch really is compressed; 300 of them, more than one block.
+      const values = Array.from({ length: 300 }, (_, i) => `${name}-${i} ${'notification '.repeat(20)}`);
+      await producer.send({ topic, compression, messages: values.map((value) => ({ value })) });
+      sent.push(...values);
+    }
+    await producer.disconnect();
+    const read = await javaClient(['consume', inject('kafkaBrokers').join(','), topic, String(sent.length)]);
+    expect(read).toEqual(sent);
+  });
+});
