@@ -2,7 +2,7 @@ import { compressSync } from 'snappy';
 import { describe, expect, it } from 'vitest';
 import { snappyCompressXerial, snappyDecompress } from '../../src/kafka/compression.ts';
 
-// Java's framing as snappy-java writes it is read in test/integration/kafka-compression.test.ts; here,
+// Java's framing as snappy-java writes it is read in test/integration/kafka-java-clients.test.ts; here,
 // what one small batch there does not reach: several blocks, a raw block, and a truncated frame.
 
 const HEADER = Buffer.from([0x82, 0x53, 0x4e, 0x41, 0x50, 0x50, 0x59, 0x00, 0, 0, 0, 1, 0, 0, 0, 1]);

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { CompressionTypes } from 'kafkajs';
 import { afterEach, describe, expect, inject, it } from 'vitest';
@@ -10,7 +11,7 @@ import { kafkaVersion } from '../../src/services/kafka-version.ts';
 import { type Rig, startRig } from '../helpers/pipeline.ts';
 
 // What Apache Kafka's own Java client (the jars of the run's broker version) writes, Aqueduct reads,
-// and the other way round, in each of Kafka's compression types.
+// and the other way round: each of Kafka's compression types, and transactions.
 
 const JAVA_CLIENT = fileURLToPath(new URL('../fixtures/KafkaJavaClient.java', import.meta.url));
 const COMPRESSION_TYPES = ['none', 'gzip', 'snappy', 'lz4', 'zstd'] as const;
@@ -46,7 +47,7 @@ afterEach(async () => {
   rig = undefined;
 });
 
-describe("Kafka's compression types, with Apache Kafka's Java client", () => {
+describe("Apache Kafka's Java client: compression types and transactions", () => {
   it('delivers every event a Java producer wrote in each compression type (with a traceparent header), once', async () => {
     rig = await startRig({ partitions: 2, rate: 100_000, burst: 100_000, redis: 'single' });
     const lines: string[] = [];
@@ -93,5 +94,58 @@ describe("Kafka's compression types, with Apache Kafka's Java client", () => {
     await producer.disconnect();
     const read = await javaClient(['consume', inject('kafkaBrokers').join(','), topic, String(sent.length)]);
     expect(read).toEqual(sent);
+  });
+
+  it('delivers what a transactional Java producer committed, nothing it aborted, and commits offsets past the markers', async () => {
+    rig = await startRig({ partitions: 1, rate: 100_000, burst: 100_000, redis: 'single' });
+    const runs: Array<['commit' | 'abort', number]> = [
+      ['commit', 20],
+      ['abort', 10],
+      ['commit', 20],
+      ['abort', 5],
+    ];
+    const lines: string[] = [];
+    const committed: string[] = [];
+    const aborted: string[] = [];
+    for (const [kind, count] of runs) {
+      for (const event of generateEvents({ count, tenants: ['acme'] })) {
+        lines.push(`${kind}\t${JSON.stringify(event)}`);
+        (kind === 'commit' ? committed : aborted).push(event.id);
+      }
+    }
+    const brokers = inject('kafkaBrokers').join(',');
+    expect(await javaClient(['produce-transactional', brokers, rig.topic], lines.join('\n'))).toEqual([
+      'committed 40 aborted 15',
+    ]);
+
+    await rig.startConsumer('a');
+    const ledger = await rig.settle(committed);
+    expect(new Set(ledger.delivered)).toEqual(new Set(committed));
+    expect(ledger.acceptedTotal).toBe(committed.length);
+    expect(ledger.deadLettered).toEqual([]);
+
+    // The log ends in an abort marker: the group's committed offset reaches the end of the log (so its
+    // lag, which KEDA scales on, falls to 0) rather than stopping at the last record it delivered.
+    const admin = rig.kafka.admin();
+    await admin.connect();
+    try {
+      const [end] = await admin.fetchTopicOffsets(rig.topic);
+      expect(Number(end?.high)).toBeGreaterThan(lines.length); // records plus the markers
+      const deadline = Date.now() + 20_000;
+      let offset = -1;
+      while (Date.now() < deadline) {
+        const [group] = await admin.fetchOffsets({
+          groupId: rig.env.AQUEDUCT_GROUP_ID as string,
+          topics: [rig.topic],
+        });
+        offset = Number(group?.partitions[0]?.offset ?? -1);
+        if (offset === Number(end?.high)) break;
+        await sleep(500);
+      }
+      expect(offset).toBe(Number(end?.high));
+    } finally {
+      await admin.disconnect();
+    }
+    expect(aborted.some((id) => ledger.delivered.has(id))).toBe(false);
   });
 });
