@@ -68,6 +68,10 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
   // Only JSON is an event; fastify would otherwise hand a text/plain body over as a string.
   app.removeContentTypeParser('text/plain');
   acceptUtf8Json(app);
+  // A client that asks `Expect: 100-continue` is told to send its body only once its key and its
+  // request's admission unit are checked (Node would say "continue" to everyone at once): a refused
+  // caller's body never crosses the network.
+  app.server.on('checkContinue', (request, response) => app.server.emit('request', request, response));
   const tenants = new WeakMap<FastifyRequest, string>();
   const started = new WeakMap<FastifyRequest, bigint>();
 
@@ -172,6 +176,7 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
         ...BEFORE_BODY,
       });
     }
+    if (request.headers.expect?.toLowerCase() === '100-continue') reply.raw.writeContinue();
   });
 
   app.setErrorHandler(async (error: FastifyError, request, reply) => {

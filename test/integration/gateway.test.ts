@@ -365,6 +365,36 @@ describe('gateway on real Kafka and Redis', () => {
       await slow.close();
     }
   });
+  it('says 100 Continue only to a caller whose key and admission unit pass, so a refused body is never sent', async () => {
+    const event = JSON.stringify(sampleEvent('cont-1', { id: 'continued-1' }));
+    const head = (key: string) =>
+      `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${event.length}\r\nExpect: 100-continue\r\n\r\n`;
+
+    const refused = await sendRaw(gw.gateway.port, head('not-a-key'));
+    expect(refused).toMatch(/^HTTP\/1\.1 401 /);
+    expect(refused).not.toContain('100 Continue');
+
+    const socket = connect(gw.gateway.port, '127.0.0.1');
+    try {
+      let received = '';
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.toString('utf8');
+      });
+      const readUntil = async (pattern: RegExp) => {
+        const deadline = Date.now() + 10_000;
+        while (!pattern.test(received) && Date.now() < deadline) await sleep(20);
+        return received;
+      };
+      socket.write(head(GLOBEX));
+      expect(await readUntil(/\r\n\r\n/)).toBe('HTTP/1.1 100 Continue\r\n\r\n');
+      socket.write(event);
+      const answers = await readUntil(/"ids":\["continued-1"\]/);
+      expect(answers.slice('HTTP/1.1 100 Continue\r\n\r\n'.length)).toMatch(/^HTTP\/1\.1 202 /);
+    } finally {
+      socket.destroy();
+    }
+  });
+
   it('answers a request that breaks HTTP framing in its own error shape and closes the connection', async () => {
     const framed = await startTestGateway({ keys: { [ACME]: 'acme' } });
     try {
