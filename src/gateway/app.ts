@@ -279,7 +279,7 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
 
   // In the API's own error shape, not fastify's; the ingest path names the one method it takes.
   app.setNotFoundHandler(async (request, reply) => {
-    if (request.url.split('?')[0] === INGEST) {
+    if (pathOf(request.url) === INGEST) {
       return reply
         .code(405)
         .header('allow', 'POST')
@@ -402,6 +402,15 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
     return respond(202, { ids: events.map((event) => event.id) }, limitHeaders);
   });
   return app;
+}
+
+/** The path of a request target, origin-form (`/p?q`) or absolute-form (`http://host/p`). */
+function pathOf(target: string): string | undefined {
+  try {
+    return new URL(target, 'http://gateway').pathname;
+  } catch {
+    return undefined;
+  }
 }
 
 /** How many events a parsed body holds: a batch's array length, else one. */

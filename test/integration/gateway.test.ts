@@ -295,6 +295,12 @@ describe('gateway on real Kafka and Redis', () => {
       expect(answer.status, method).toBe(405);
       expect(answer.headers.get('allow'), method).toBe('POST');
     }
+    // The absolute form of a request target (RFC 9112 §3.2.2), which a server must accept, too.
+    const absolute = await sendRaw(
+      gw.gateway.port,
+      'GET http://gateway.example/v1/notifications HTTP/1.1\r\nHost: gateway.example\r\nConnection: close\r\n\r\n',
+    );
+    expect(absolute).toMatch(/^HTTP\/1\.1 405 /);
     expect((await fetch(`${admin}/v1/notifications`, { method: 'POST' })).status).toBe(404);
   });
 
