@@ -33,16 +33,6 @@ export function headerNumber(headers: IHeaders | undefined, name: string, fallba
   return Number.isFinite(value) ? value : fallback;
 }
 
-/** Headers as plain strings, dropping what cannot be carried over. */
-export function stringHeaders(headers: IHeaders | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const name of Object.keys(headers ?? {})) {
-    const value = headerString(headers, name);
-    if (value !== undefined) out[name] = value;
-  }
-  return out;
-}
-
 /** Bytes of a message's key and headers (names and values), the part of a message besides its value. */
 export function envelopeBytes(message: { key?: Buffer | string | null; headers?: IHeaders }): number {
   const size = (value: Buffer | string | null | undefined) =>

@@ -1,7 +1,7 @@
-import type { KafkaMessage, Message, Producer, TopicMessages } from 'kafkajs';
+import type { IHeaders, KafkaMessage, Message, Producer, TopicMessages } from 'kafkajs';
 import type { Topics } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
-import { envelopeBytes, HEADER, stringHeaders } from '../kafka/headers.ts';
+import { envelopeBytes, HEADER } from '../kafka/headers.ts';
 import { parkedPartition } from './parking-lanes.ts';
 
 const AQUEDUCT_HEADER_PREFIX = 'aqueduct-';
@@ -170,19 +170,21 @@ export class OutcomeWriter {
 }
 
 /**
- * The original headers (trace context included), plus where the event was first read. Only Aqueduct
- * writes `aqueduct-*` headers, and only on the retry and deferred topics: on any other topic they are a
- * producer's own and are dropped, so that no producer can fake where a message came from.
+ * The original headers (trace context included), byte for byte and repeated ones all kept (Kafka header
+ * values are bytes, and a producer may send one name twice), plus where the event was first read. Only
+ * Aqueduct writes `aqueduct-*` headers, and only on the retry and deferred topics: on any other topic
+ * they are a producer's own and are dropped, so that no producer can fake where a message came from.
  */
 function originHeaders(
   message: KafkaMessage,
   origin: Origin,
   topics: Pick<Topics, 'retry' | 'deferred'>,
-): Record<string, string> {
-  const headers: Record<string, string> = stringHeaders(message.headers);
-  if (origin.topic !== topics.retry && origin.topic !== topics.deferred) {
-    for (const name of Object.keys(headers))
-      if (name.startsWith(AQUEDUCT_HEADER_PREFIX)) delete headers[name];
+): IHeaders {
+  const fromAqueduct = origin.topic === topics.retry || origin.topic === topics.deferred;
+  const headers: IHeaders = {};
+  for (const [name, value] of Object.entries(message.headers ?? {})) {
+    if (value === undefined || (!fromAqueduct && name.startsWith(AQUEDUCT_HEADER_PREFIX))) continue;
+    headers[name] = value;
   }
   // A retried message keeps the coordinates of its first reading.
   headers[HEADER.originTopic] ??= origin.topic;
@@ -193,8 +195,8 @@ function originHeaders(
 }
 
 /** The origin coordinates alone, out of {@link originHeaders}. */
-function originOnly(headers: Record<string, string>): Record<string, string> {
-  const origin: Record<string, string> = {};
+function originOnly(headers: IHeaders): IHeaders {
+  const origin: IHeaders = {};
   for (const name of [
     HEADER.originTopic,
     HEADER.originPartition,

@@ -6,6 +6,9 @@ import { resetStats, roundTrips } from '../../testkit/redis-stats.ts';
 import { eventIdOf, readTopic } from '../../testkit/topics.ts';
 import { type Rig, startRig, summedTotal } from '../helpers/pipeline.ts';
 
+/** A header value that is not UTF-8 (a binary id, say): decoded and encoded again, it would change. */
+const BINARY_HEADER = Buffer.from([0x00, 0xff, 0xfe, 0x80, 0x41]);
+
 let rig: Rig | undefined;
 afterEach(async () => {
   await rig?.close();
@@ -141,10 +144,21 @@ describe('the consumer pipeline under change', () => {
     await producer.connect();
     await producer.send({
       topic: rig.topic,
-      messages: [{ key: 'k-headers', value: overHeaders, headers: { 'x-pad': 'p'.repeat(20_000) } }],
+      messages: [
+        { key: 'k-headers', value: overHeaders, headers: { 'x-pad': 'p'.repeat(20_000) } },
+        // Header values are bytes, and one name may come twice: a dead letter keeps them as they were.
+        {
+          key: 'k-binary',
+          value: 'binary headers, no JSON',
+          headers: { 'x-binary': BINARY_HEADER, 'x-repeated': ['one', 'two'] },
+        },
+      ],
     });
     await producer.disconnect();
-    poison.push({ value: overHeaders, kind: 'too-large' });
+    poison.push(
+      { value: overHeaders, kind: 'too-large' },
+      { value: 'binary headers, no JSON', kind: 'invalid-json' },
+    );
     await rig.startConsumer();
     const ledger = await rig.settle(good.map((e) => e.id));
     await waitFor(async () => (await rig?.ledger())?.deadLettered.length ?? 0, poison.length);
@@ -166,6 +180,11 @@ describe('the consumer pipeline under change', () => {
     expect(byHeaders?.key?.toString()).toBe('k-headers');
     expect(Object.keys(byHeaders?.headers ?? {}).filter((name) => !name.startsWith('aqueduct-'))).toEqual([]);
     expect(byValue).toBeDefined();
+    const binary = (await readTopic(rig.kafka, `${rig.topic}.dlq`)).find(
+      (m) => m.key?.toString() === 'k-binary',
+    );
+    expect(binary?.headers?.['x-binary']).toEqual(BINARY_HEADER);
+    expect(((binary?.headers?.['x-repeated'] ?? []) as Buffer[]).map(String)).toEqual(['one', 'two']);
     // None of the malformed ones reached a provider: the simulators saw only the good events.
     expect(rig.simulators.accepted().ids.size).toBe(good.length);
     expect(rig.simulators.fcm.stats().invalidTokens + rig.simulators.apns.stats().invalidTokens).toBe(0);
