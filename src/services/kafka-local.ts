@@ -99,7 +99,7 @@ export class LocalKafka {
     if (!java) {
       throw new SetupError(
         'Java was not found on PATH: the local Kafka broker runs on the JVM.',
-        'install a JDK 17 or newer (Debian: apt-get install openjdk-17-jre-headless), or set KAFKA_BROKERS to use a broker you already run.',
+        'install a JDK 17 or newer (Debian: apt-get install openjdk-17-jdk-headless), or set KAFKA_BROKERS to use a broker you already run.',
       );
     }
     const version = options.version ?? kafkaVersion();
