@@ -18,11 +18,14 @@ export const HEADER = {
   originTimestamp: 'aqueduct-origin-timestamp',
 } as const;
 
-/** A header's value as a string (kafkajs gives Buffers, arrays for repeated headers, or undefined). */
+/**
+ * A header's value as a string (kafkajs gives Buffers, arrays for repeated headers, or undefined; and
+ * null, which its types omit, for a header whose value a producer left null: read as absent).
+ */
 export function headerString(headers: IHeaders | undefined, name: string): string | undefined {
   const value = headers?.[name];
   const first = Array.isArray(value) ? value[0] : value;
-  if (first === undefined) return undefined;
+  if (first === undefined || first === null) return undefined;
   return typeof first === 'string' ? first : first.toString('utf8');
 }
 

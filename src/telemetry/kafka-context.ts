@@ -7,6 +7,7 @@ import {
   type TextMapSetter,
 } from '@opentelemetry/api';
 import type { IHeaders } from 'kafkajs';
+import { headerString } from '../kafka/headers.ts';
 
 /**
  * W3C trace context (`traceparent`, `tracestate`, and `baggage`) in Kafka message headers, through the
@@ -16,12 +17,7 @@ import type { IHeaders } from 'kafkajs';
 
 const getter: TextMapGetter<IHeaders> = {
   keys: (headers) => Object.keys(headers),
-  get(headers, key) {
-    const value = headers[key];
-    const first = Array.isArray(value) ? value[0] : value;
-    if (first === undefined) return undefined;
-    return typeof first === 'string' ? first : first.toString('utf8');
-  },
+  get: (headers, key) => headerString(headers, key),
 };
 
 const setter: TextMapSetter<Record<string, string>> = {

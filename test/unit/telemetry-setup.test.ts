@@ -1,7 +1,9 @@
 import { Writable } from 'node:stream';
 import { trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
+import type { IHeaders } from 'kafkajs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { headerNumber, headerString } from '../../src/kafka/headers.ts';
 import { createLogger } from '../../src/log.ts';
 import type { PipelineObserver } from '../../src/pipeline/observer.ts';
 import { extractTraceContext, injectTraceContext } from '../../src/telemetry/kafka-context.ts';
@@ -101,6 +103,16 @@ describe('when tracing is on', () => {
       spanId,
       isRemote: true,
     });
+    // Kafka header values may be null (a Java producer's `headers.add(name, null)`), alone or repeated:
+    // such a header is absent, and the trace starts anew.
+    const nulls = [{ traceparent: null }, { traceparent: [null, null] }] as unknown as IHeaders[];
+    for (const headers of nulls) expect(trace.getSpanContext(extractTraceContext(headers))).toBeUndefined();
+    expect(
+      headerString({ 'aqueduct-attempt': null } as unknown as IHeaders, 'aqueduct-attempt'),
+    ).toBeUndefined();
+    expect(headerNumber({ 'aqueduct-attempt': [null] } as unknown as IHeaders, 'aqueduct-attempt', 1)).toBe(
+      1,
+    );
     span.end();
   });
 });
