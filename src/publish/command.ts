@@ -1,6 +1,5 @@
 import { constants, createReadStream } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
-import { createInterface } from 'node:readline';
 import { type Command, InvalidArgumentError } from 'commander';
 import { loadConfig } from '../config.ts';
 import { createKafka } from '../kafka/client.ts';
@@ -11,6 +10,7 @@ import { exitOnConfigError } from '../settings-exit.ts';
 import { kafkaSecurityOptions, topicDurabilityOf } from '../settings-options.ts';
 import { startTracing } from '../telemetry/tracing.ts';
 import { generateEvents } from './generate.ts';
+import { byteLines, isBlank } from './lines.ts';
 import { publishEvents } from './publisher.ts';
 
 interface PublishFlags {
@@ -128,7 +128,7 @@ async function exitUnlessReadable(file: string): Promise<void> {
   process.exit(2);
 }
 
-async function* lines(file: string | undefined): AsyncGenerator<string> {
+async function* lines(file: string | undefined): AsyncGenerator<Buffer> {
   const fromStdin = !file || file === '-';
   // Typed at a terminal, a verb reading stdin looks hung: say what it waits for.
   if (fromStdin && process.stdin.isTTY)
@@ -136,7 +136,7 @@ async function* lines(file: string | undefined): AsyncGenerator<string> {
       'reading events from stdin, one JSON object per line; Ctrl-D ends (or give a file, or --generate N)',
     );
   const input = fromStdin ? process.stdin : createReadStream(file);
-  for await (const line of createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY })) {
-    if (line.trim() !== '') yield line;
+  for await (const line of byteLines(input)) {
+    if (!isBlank(line)) yield line;
   }
 }

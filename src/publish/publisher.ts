@@ -103,6 +103,8 @@ export async function publishEvents(
   return result;
 }
 
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
 function toMessage(raw: unknown, index: number, validate: boolean): Message | InvalidEventError {
   if (!validate) {
     if (typeof raw === 'string' || Buffer.isBuffer(raw)) return { value: raw };
@@ -110,8 +112,14 @@ function toMessage(raw: unknown, index: number, validate: boolean): Message | In
   }
   let candidate = raw;
   if (typeof raw === 'string' || Buffer.isBuffer(raw)) {
+    let text: string;
     try {
-      candidate = JSON.parse(raw.toString());
+      text = typeof raw === 'string' ? raw : utf8.decode(raw);
+    } catch {
+      return new InvalidEventError(index, 'not UTF-8 text (JSON is UTF-8, RFC 8259)');
+    }
+    try {
+      candidate = JSON.parse(text);
     } catch (error) {
       return new InvalidEventError(index, `not JSON: ${jsonErrorWithoutInput(error)}`);
     }

@@ -1,9 +1,12 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, inject, it } from 'vitest';
+import { createKafka } from '../../src/kafka/client.ts';
+import { readTopic } from '../../testkit/topics.ts';
 
 /**
  * A verb given input it cannot use says so before it connects to anything: `aqueduct publish` a file it
@@ -12,14 +15,22 @@ import { describe, expect, inject, it } from 'vitest';
 
 const CLI = fileURLToPath(new URL('../../bin/aqueduct.js', import.meta.url));
 
-function run(args: string[]): Promise<{ code: number; stderr: string }> {
+function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
       [CLI, ...args],
-      { env: { ...process.env, KAFKA_BROKERS: inject('kafkaBrokers').join(',') }, timeout: 30_000 },
-      (error, _stdout, stderr) =>
-        resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stderr }),
+      {
+        env: {
+          ...process.env,
+          KAFKA_BROKERS: inject('kafkaBrokers').join(','),
+          AQUEDUCT_TOPIC_REPLICATION_FACTOR: '1',
+          AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: '1',
+        },
+        timeout: 30_000,
+      },
+      (error, stdout, stderr) =>
+        resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stdout, stderr }),
     );
   });
 }
@@ -70,5 +81,54 @@ describe('npm run demo given an option it does not know', () => {
     expect(result.stderr.trim()).toBe(
       "Unknown option '--event'\nusage: npm run demo -- [--events N] [--consumers N] [--partitions N] [--tenants a,b,…] [--json]",
     );
+  });
+});
+
+describe('aqueduct publish reading a file as bytes', () => {
+  // A file as Windows tools write it (a byte order mark, CRLF), with a Latin-1 line among UTF-8 ones.
+  const valid = (id: string, title: string) =>
+    JSON.stringify({ id, platform: 'fcm', token: `tok-${id}`, notification: { title, body: 'b' } });
+  const file = async () => {
+    const path = join(await mkdtemp(join(tmpdir(), 'aqueduct-publish-')), 'events.jsonl');
+    await writeFile(
+      path,
+      Buffer.concat([
+        Buffer.from(`\ufeff${valid('bom-1', 'Café')}\r\n\r\n`, 'utf8'),
+        Buffer.from(`${valid('latin-1', 'Café')}\r\n`, 'latin1'),
+        Buffer.from(`${valid('utf-2', '🚚')}\r\n`, 'utf8'),
+      ]),
+    );
+    return path;
+  };
+
+  it('publishes the UTF-8 lines byte for byte and refuses the one that is not UTF-8', async () => {
+    const topic = `cli-bytes-${randomUUID().slice(0, 8)}`;
+    const result = await run(['publish', await file(), '--topic', topic, '--create-topic', '-q']);
+    expect(result.code, result.stderr).toBe(1);
+    expect(result.stderr).toContain('not UTF-8');
+    expect(JSON.parse(result.stdout.trim())).toMatchObject({ published: 2, invalid: 1 });
+    const values = (
+      await readTopic(createKafka({ clientId: 't', brokers: inject('kafkaBrokers') }), topic)
+    ).map((m) => m.value?.toString('utf8'));
+    expect(values.sort()).toEqual([valid('bom-1', 'Café'), valid('utf-2', '🚚')].sort());
+  });
+
+  it('sends every line as it is with --no-validate, so the consumer can be tested with bad bytes', async () => {
+    const topic = `cli-raw-${randomUUID().slice(0, 8)}`;
+    const result = await run([
+      'publish',
+      await file(),
+      '--topic',
+      topic,
+      '--create-topic',
+      '--no-validate',
+      '-q',
+    ]);
+    expect(result.code, result.stderr).toBe(0);
+    const values = (
+      await readTopic(createKafka({ clientId: 't', brokers: inject('kafkaBrokers') }), topic)
+    ).map((m) => m.value);
+    expect(values).toContainEqual(Buffer.from(valid('latin-1', 'Café'), 'latin1'));
+    expect(values).toHaveLength(3);
   });
 });
