@@ -1,5 +1,6 @@
 import { jsonErrorWithoutInput } from '../redact.ts';
 import {
+  ALLOWED_DATA_KEY,
   EVENT_LIMITS,
   HEADER_SAFE,
   type NotificationEvent,
@@ -7,6 +8,7 @@ import {
   SCHEMA_VERSION,
   TOKEN_RULES,
 } from './event.ts';
+import { oversizePayloadBytes } from './payload.ts';
 
 /** Why a message could not become an event; the consumer dead-letters it with this reason. */
 export const DECODE_FAILURE_KINDS = [
@@ -121,7 +123,8 @@ export function acceptedEvent(json: unknown): NotificationEvent | undefined {
         ++entries > L.maxDataEntries ||
         key === '__proto__' ||
         key.length < 1 ||
-        key.length > L.dataKeyLength
+        key.length > L.dataKeyLength ||
+        !ALLOWED_DATA_KEY.test(key)
       )
         return undefined;
       if (!isText(value, 0, L.dataValueLength) || !key.isWellFormed() || !value.isWellFormed())
@@ -150,6 +153,8 @@ export function acceptedEvent(json: unknown): NotificationEvent | undefined {
     (typeof createdAt !== 'string' || !createdAtSchema.safeParse(createdAt).success)
   )
     return undefined;
+  if (oversizePayloadBytes({ id, platform, notification: { title, body }, data: dataCopy }) !== undefined)
+    return undefined;
   // The schema's output: its fields in its order, the absent optional ones left out, the default set.
   const event: Record<string, unknown> = {};
   if (schemaVersion !== undefined) event.schemaVersion = schemaVersion;
@@ -166,12 +171,26 @@ export function acceptedEvent(json: unknown): NotificationEvent | undefined {
   return event as NotificationEvent;
 }
 
+/** What {@link describeIssues} reads of a zod issue. */
+interface Issue {
+  path: PropertyKey[];
+  message: string;
+  /** A refused record key (zod's `invalid_key`) carries the key's own issues here. */
+  issues?: ReadonlyArray<{ message: string }>;
+}
+
 /** "token: Too big…; notification.title: expected string" — paths and messages, never the values. */
-export function describeIssues(issues: ReadonlyArray<{ path: PropertyKey[]; message: string }>): string {
+export function describeIssues(issues: ReadonlyArray<Issue>): string {
   return issues
     .slice(0, 5)
-    .map((issue) => `${issue.path.map(pathSegment).join('.') || '(event)'}: ${issue.message}`)
+    .map((issue) => `${issue.path.map(pathSegment).join('.') || '(event)'}: ${issueMessage(issue)}`)
     .join('; ');
+}
+
+/** zod says only "Invalid key in record" for a refused key; the key's own issue says why. */
+function issueMessage(issue: Issue): string {
+  const keyIssue = issue.issues?.[0];
+  return keyIssue === undefined ? issue.message : `key ${keyIssue.message}`;
 }
 
 /**

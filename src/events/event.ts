@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EVENT_ID_DATA_KEY, oversizePayloadBytes, PROVIDER_PAYLOAD_LIMIT_BYTES } from './payload.ts';
 
 /**
  * The notification event, contract v1: what producers publish to the topic and what the consumer
@@ -6,7 +7,10 @@ import { z } from 'zod';
  * (`npm run schema`) and a test keeps the two identical.
  */
 
-/** Limits enforced before any work is done on an event. Both providers cap a payload at 4 KiB. */
+/**
+ * Limits enforced before any work is done on an event. Each field's bound leaves room for the others;
+ * together they must also fit the providers' 4096-byte payload (`./payload.ts`).
+ */
 export const EVENT_LIMITS = {
   /** Largest accepted Kafka message value, in bytes. */
   maxMessageBytes: 16 * 1024,
@@ -50,6 +54,20 @@ export const TOKEN_RULES = {
  */
 export const HEADER_SAFE = /^[\x21-\x7e]+$/;
 
+/**
+ * What a `data` key may not be. FCM refuses a message whose data key is `from`, `message_type` or
+ * starts with `google` or `gcm` (the HTTP v1 reference, `Message.data`); the APNs payload keeps `aps`
+ * for Apple's dictionary; and the providers add the event id under {@link EVENT_ID_DATA_KEY}. Refused
+ * at every door, so such an event never costs a token and a provider call to be refused there, and no
+ * key of the producer's is silently overwritten. One rule for both platforms: an event stays portable.
+ */
+export const ALLOWED_DATA_KEY = new RegExp(`^(?!(?:from|message_type|aps|${EVENT_ID_DATA_KEY})$|google|gcm)`);
+const RESERVED_DATA_KEYS = `from, message_type, google…, gcm… (FCM), aps (APNs), ${EVENT_ID_DATA_KEY} (Aqueduct)`;
+const RESERVED_DATA_KEY_MESSAGE = `reserved: ${RESERVED_DATA_KEYS}`;
+
+/** Marks the issue of an event whose push would be too large (the gateway answers it with 413). */
+const PAYLOAD_TOO_LARGE = 'payloadTooLargeBytes';
+
 export const SCHEMA_VERSION = 1;
 
 const text = (max: number) => z.string().min(1).max(max);
@@ -89,10 +107,15 @@ export const notificationEventSchema = z
       })
       .strict(),
     data: z
-      .record(freeText(L.dataKeyLength).min(1), freeText(L.dataValueLength))
+      .record(
+        freeText(L.dataKeyLength).min(1).regex(ALLOWED_DATA_KEY, RESERVED_DATA_KEY_MESSAGE),
+        freeText(L.dataValueLength),
+      )
       .refine((d) => Object.keys(d).length <= L.maxDataEntries, `at most ${L.maxDataEntries} entries`)
       .optional()
-      .describe('Custom key/value data delivered to the app.'),
+      .describe(
+        `Custom key/value data delivered to the app. Keys the providers or Aqueduct reserve are refused: ${RESERVED_DATA_KEYS}.`,
+      ),
     tenant: text(L.tenantLength)
       .regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, dot, dash, underscore')
       .optional()
@@ -111,7 +134,23 @@ export const notificationEventSchema = z
     if (event.platform === 'apns' && !TOKEN_RULES.apns.pattern.test(event.token)) {
       ctx.addIssue({ code: 'custom', path: ['token'], message: TOKEN_RULES.apns.message });
     }
+    const bytes = oversizePayloadBytes(event);
+    if (bytes !== undefined) {
+      const message = payloadTooLargeMessage(event.platform, bytes);
+      ctx.addIssue({ code: 'custom', path: [], message, params: { [PAYLOAD_TOO_LARGE]: bytes } });
+    }
   });
+
+/** True for the issue of an event whose push would be above the providers' payload limit. */
+export function isPayloadTooLarge(issue: { code?: string; params?: Record<string, unknown> }): boolean {
+  return issue.code === 'custom' && issue.params?.[PAYLOAD_TOO_LARGE] !== undefined;
+}
+
+/** Why an event whose push would be too large is refused: the size as its provider counts it. */
+function payloadTooLargeMessage(platform: 'fcm' | 'apns', bytes: number): string {
+  const counted = platform === 'apns' ? 'the APNs payload' : "FCM's payload (keys and values)";
+  return `${counted} would be ${bytes} bytes, the provider's limit is ${PROVIDER_PAYLOAD_LIMIT_BYTES} (title, body and data together)`;
+}
 
 /** A validated event, with defaults applied. */
 export type NotificationEvent = z.output<typeof notificationEventSchema>;

@@ -1,6 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { describeIssues } from '../events/decode.ts';
-import { EVENT_LIMITS, type NotificationEvent, notificationEventSchema } from '../events/event.ts';
+import {
+  EVENT_LIMITS,
+  isPayloadTooLarge,
+  type NotificationEvent,
+  notificationEventSchema,
+} from '../events/event.ts';
 import { messageKey } from '../publish/publisher.ts';
 
 /**
@@ -26,7 +31,7 @@ export interface PreparedEvent {
 /** Why a body was refused; `status` is the HTTP answer. */
 export interface BodyRejection {
   status: 400 | 403 | 413;
-  /** Machine-readable: `invalid-body`, `invalid-event`, `duplicate-id`, `tenant-mismatch`, `too-many-events`, `event-too-large`. */
+  /** Machine-readable: `invalid-body`, `invalid-event`, `duplicate-id`, `tenant-mismatch`, `too-many-events`, `event-too-large`, `payload-too-large`. */
   error: string;
   /** Names the offending field (e.g. `events[2].token: Too big: …`); never quotes a value. */
   message: string;
@@ -105,12 +110,23 @@ export function prepareBody(body: unknown, options: PrepareOptions): PreparedBod
     let candidate: JsonObject = raw;
     if (candidate.id === undefined) candidate = { id: newId(), ...candidate };
     if (candidate.tenant === undefined) candidate = { ...candidate, tenant: options.tenant };
+    const value = JSON.stringify(candidate);
+    const bytes = Buffer.byteLength(value);
+    if (bytes > maxEventBytes) {
+      return reject(
+        413,
+        'event-too-large',
+        `${where(index) || '(event)'}: ${bytes} bytes as JSON, limit ${maxEventBytes}`,
+      );
+    }
     const parsed = notificationEventSchema.safeParse(candidate);
     if (!parsed.success) {
       const issues = parsed.error.issues.map((issue) => ({
         ...issue,
         path: batch ? [`events[${index}]`, ...issue.path] : issue.path,
       }));
+      if (issues.length === 1 && issues.every(isPayloadTooLarge))
+        return reject(413, 'payload-too-large', describeIssues(issues));
       return reject(400, 'invalid-event', describeIssues(issues));
     }
     const id = parsed.data.id;
@@ -123,15 +139,6 @@ export function prepareBody(body: unknown, options: PrepareOptions): PreparedBod
       );
     }
     firstIndexOf.set(id, index);
-    const value = JSON.stringify(candidate);
-    const bytes = Buffer.byteLength(value);
-    if (bytes > maxEventBytes) {
-      return reject(
-        413,
-        'event-too-large',
-        `${where(index) || '(event)'}: ${bytes} bytes as JSON, limit ${maxEventBytes}`,
-      );
-    }
     events.push({ id, key: messageKey(parsed.data), value, event: parsed.data });
   }
   return { ok: true, events, batch };

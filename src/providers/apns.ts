@@ -2,12 +2,13 @@ import { randomUUID } from 'node:crypto';
 import diagnosticsChannel from 'node:diagnostics_channel';
 import apn from '@parse/node-apn';
 import type { NotificationEvent } from '../events/event.ts';
+import { apnsPayload } from '../events/payload.ts';
 import { classifyApnsFailure, describeApnsFailure } from './apns-classification.ts';
 import { ConcurrencyLimit, mapBounded } from './concurrency.ts';
 import type { Endpoint } from './endpoint.ts';
 import { ProviderConfigError } from './errors.ts';
 import { scrub } from './fcm.ts';
-import { EVENT_ID_DATA_KEY, type PushOutcome, type PushProvider, type PushRequest } from './types.ts';
+import type { PushOutcome, PushProvider, PushRequest } from './types.ts';
 
 /** Options of {@link ApnsProvider}. */
 export interface ApnsProviderOptions {
@@ -200,11 +201,7 @@ export function toApnsNotification(
   nowMs: number = Date.now(),
 ): apn.Notification {
   const notification = new apn.Notification();
-  notification.rawPayload = {
-    ...event.data,
-    [EVENT_ID_DATA_KEY]: event.id,
-    aps: { alert: { title: event.notification.title, body: event.notification.body } },
-  };
+  notification.rawPayload = apnsPayload(event);
   notification.id = randomUUID();
   notification.topic = topic;
   notification.pushType = 'alert';

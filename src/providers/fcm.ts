@@ -9,10 +9,11 @@ import {
 } from 'firebase-admin/app';
 import { getMessaging, type Message, type Messaging } from 'firebase-admin/messaging';
 import type { NotificationEvent } from '../events/event.ts';
+import { EVENT_ID_DATA_KEY } from '../events/payload.ts';
 import { createFcmAgent, type Endpoint } from './endpoint.ts';
 import { ProviderConfigError } from './errors.ts';
 import { classifyFcmFailure, describeFcmError } from './fcm-classification.ts';
-import { EVENT_ID_DATA_KEY, type PushOutcome, type PushProvider, type PushRequest } from './types.ts';
+import type { PushOutcome, PushProvider, PushRequest } from './types.ts';
 
 /** Options of {@link FcmProvider}. */
 export interface FcmProviderOptions {

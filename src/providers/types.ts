@@ -1,4 +1,5 @@
 import type { NotificationEvent, Platform } from '../events/event.ts';
+import type { EVENT_ID_DATA_KEY } from '../events/payload.ts';
 
 /**
  * One push to send: the validated event plus delivery bookkeeping. Providers put `eventId` into the
@@ -10,9 +11,6 @@ export interface PushRequest {
   /** 1 for the first try; retries count up. */
   attempt: number;
 }
-
-/** The data key that carries the event id inside every push. */
-export const EVENT_ID_DATA_KEY = 'aqueduct_id';
 
 /**
  * Exactly one outcome per push.

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http2';
-import { EVENT_ID_DATA_KEY } from '../providers/types.ts';
+import { EVENT_ID_DATA_KEY } from '../events/payload.ts';
 
 /** How the APNs simulator checks a push's headers and payload, in the order APNs does. */
 

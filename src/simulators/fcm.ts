@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import http2, { type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import { EVENT_ID_DATA_KEY } from '../events/payload.ts';
 import { FCM_ERROR_TYPE, QUOTA_FAILURE_TYPE } from '../providers/fcm-classification.ts';
 import { LOCAL_FCM_ACCESS_TOKEN } from '../providers/index.ts';
-import { EVENT_ID_DATA_KEY } from '../providers/types.ts';
 import { generateCertificate } from './certs.ts';
 import { handleControl } from './control.ts';
 import { later, SimulatorCore } from './core.ts';
@@ -29,7 +29,8 @@ export interface FcmSimulator extends RunningSimulator {
 const SEND_PATH = /^\/v1\/projects\/([^/?]+)\/messages:send(?:\?.*)?$/;
 /** FCM's limit on a message's payload (notification plus data), in bytes. */
 export const FCM_MAX_PAYLOAD_BYTES = 4096;
-const RESERVED_DATA_KEY = /^(from|message_type|google|gcm)/;
+/** Data keys FCM reserves (HTTP v1 reference, `Message.data`): two words, and two prefixes. */
+const RESERVED_DATA_KEY = /^(?:(?:from|message_type)$|google|gcm)/;
 
 type Request = IncomingMessage | Http2ServerRequest;
 type Response = ServerResponse | Http2ServerResponse;
@@ -228,9 +229,8 @@ function validate(body: Buffer): Validation {
       return { ok: false, message: "Invalid value at 'message.android.collapse_key'" };
     }
   }
-  const payloadBytes =
-    (data === undefined ? 0 : Buffer.byteLength(JSON.stringify(data))) +
-    (notification === undefined ? 0 : Buffer.byteLength(JSON.stringify(notification)));
+  // Counted as FCM's "message too big" error describes it: the keys and the values of the payload.
+  const payloadBytes = keysAndValuesBytes(data) + keysAndValuesBytes(notification);
   if (payloadBytes > FCM_MAX_PAYLOAD_BYTES) {
     return {
       ok: false,
@@ -239,6 +239,14 @@ function validate(body: Buffer): Validation {
   }
   const token = typeof message.token === 'string' ? message.token : undefined;
   return { ok: true, token, eventId, message };
+}
+
+function keysAndValuesBytes(fields: Record<string, unknown> | undefined): number {
+  let bytes = 0;
+  for (const [key, value] of Object.entries(fields ?? {})) {
+    bytes += Buffer.byteLength(key) + (typeof value === 'string' ? Buffer.byteLength(value) : 0);
+  }
+  return bytes;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -4,12 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config.ts';
 import { type NotificationEventInput, notificationEventSchema } from '../../src/events/event.ts';
+import { payloadBytes } from '../../src/events/payload.ts';
 import { ApnsProvider, FcmProvider, type PushProvider, type PushRequest } from '../../src/providers/index.ts';
 import { apnsProviderOptions, fcmProviderOptions, type ProviderTuning } from '../../src/settings-options.ts';
 
 /** A valid event (defaults applied), with a fresh id and token unless given. */
 export function pushRequest(overrides: Partial<NotificationEventInput> = {}, attempt = 1): PushRequest {
-  const { platform = 'fcm', token, ...rest } = overrides;
+  const { platform = 'fcm', token, data, ...rest } = overrides;
   const parsed = notificationEventSchema.parse({
     id: `evt-${randomUUID()}`,
     platform,
@@ -17,9 +18,14 @@ export function pushRequest(overrides: Partial<NotificationEventInput> = {}, att
     notification: { title: 'Hello', body: 'World' },
     ...rest,
   });
-  // A given token is set after validation: provider tests send tokens the doors refuse (the simulators'
-  // dead- and bad- prefixes on APNs) to see what the provider itself does with them.
-  const event = token === undefined ? parsed : { ...parsed, token };
+  // A given token and data are set after validation: provider tests send what the doors refuse (the
+  // simulators' dead- and bad- prefixes on APNs, payloads over 4096 bytes) to see what the provider
+  // itself does with them.
+  const event = {
+    ...parsed,
+    ...(token === undefined ? {} : { token }),
+    ...(data === undefined ? {} : { data }),
+  };
   return { event, attempt };
 }
 
@@ -28,6 +34,28 @@ export function bulkyData(bytes: number): Record<string, string> {
   const data: Record<string, string> = {};
   for (let i = 0; bytes > 0; i += 1, bytes -= 1000) data[`k${i}`] = 'x'.repeat(Math.min(1000, bytes));
   return data;
+}
+
+/**
+ * The request with a data entry padded so that its push payload is exactly `bytes` as the contract
+ * counts it (`payloadBytes`): the largest push the doors let through when `bytes` is 4096.
+ */
+export function withPayloadOf(request: PushRequest, bytes: number): PushRequest {
+  // Entries of at most 1000 characters each (the contract's limit on a data value is 1024).
+  const padded = (values: string[]) => ({
+    ...request.event,
+    data: { ...request.event.data, ...Object.fromEntries(values.map((value, i) => [`pad${i}`, value])) },
+  });
+  for (let entries = 1; entries <= 8; entries += 1) {
+    const need = bytes - payloadBytes(padded(Array.from({ length: entries }, () => '')));
+    if (need < 0 || need > entries * 1000) continue;
+    const values = Array.from({ length: entries }, (_, i) =>
+      'x'.repeat(Math.min(1000, Math.max(0, need - i * 1000))),
+    );
+    const event = padded(values);
+    if (payloadBytes(event) === bytes) return { ...request, event };
+  }
+  throw new Error(`cannot pad a payload to ${bytes} bytes`);
 }
 
 /** A temporary directory for PEM files, removed by `cleanup`. */

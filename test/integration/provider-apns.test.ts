@@ -1,13 +1,20 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { notificationEventSchema } from '../../src/events/event.ts';
+import { EVENT_ID_DATA_KEY } from '../../src/events/payload.ts';
 import {
   ApnsProvider,
   type PushProvider,
   parseEndpoint,
   throwAwaySigningKey,
 } from '../../src/providers/index.ts';
-import { EVENT_ID_DATA_KEY } from '../../src/providers/types.ts';
 import { type ApnsSimulator, startApnsSimulator } from '../../src/simulators/index.ts';
-import { apnsFromSettings, bulkyData, pushRequest, tempFiles } from '../helpers/provider-fixtures.ts';
+import {
+  apnsFromSettings,
+  bulkyData,
+  pushRequest,
+  tempFiles,
+  withPayloadOf,
+} from '../helpers/provider-fixtures.ts';
 
 const apnsPush = (overrides: Parameters<typeof pushRequest>[0] = {}) =>
   pushRequest({ platform: 'apns', ...overrides });
@@ -200,6 +207,14 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
     expect(sim.stats()).toMatchObject({ requests: 2, serverErrors: 2 });
     sim.setFaults({ error503: 0 });
     expect((await apns.send([apnsPush()]))[0]?.kind).toBe('delivered');
+  });
+
+  it('delivers the largest payload the contract lets through (4096 bytes as it counts them)', async () => {
+    const request = withPayloadOf(apnsPush(), 4096);
+    expect(notificationEventSchema.safeParse(request.event).success).toBe(true);
+    expect((await apns.send([request]))[0]?.kind).toBe('delivered');
+    const over = withPayloadOf(apnsPush(), 4097);
+    expect(notificationEventSchema.safeParse(over.event).success).toBe(false);
   });
 
   it('rejects a payload over 4096 bytes (413 PayloadTooLarge) as permanent', async () => {

@@ -1,8 +1,15 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { notificationEventSchema } from '../../src/events/event.ts';
+import { EVENT_ID_DATA_KEY } from '../../src/events/payload.ts';
 import { FcmProvider, LOCAL_FCM_ACCESS_TOKEN, parseEndpoint } from '../../src/providers/index.ts';
-import { EVENT_ID_DATA_KEY } from '../../src/providers/types.ts';
 import { type FcmSimulator, startFcmSimulator } from '../../src/simulators/index.ts';
-import { bulkyData, fcmFromSettings, pushRequest, tempFiles } from '../helpers/provider-fixtures.ts';
+import {
+  bulkyData,
+  fcmFromSettings,
+  pushRequest,
+  tempFiles,
+  withPayloadOf,
+} from '../helpers/provider-fixtures.ts';
 
 // The real firebase-admin client against the in-process FCM simulator: no mocks anywhere.
 describe('FCM provider (firebase-admin) against the FCM simulator', () => {
@@ -157,6 +164,14 @@ describe('FCM provider (firebase-admin) against the FCM simulator', () => {
     expect(internal).toEqual({ kind: 'retry', reason: 'INTERNAL', throttled: false, httpStatus: 500 });
     expect(unavailable).toEqual({ kind: 'retry', reason: 'UNAVAILABLE', throttled: false, httpStatus: 503 });
     expect(sim.stats()).toMatchObject({ requests: 2, serverErrors: 2 });
+  });
+
+  it('delivers the largest payload the contract lets through (4096 bytes as it counts them)', async () => {
+    const request = withPayloadOf(pushRequest(), 4096);
+    expect(notificationEventSchema.safeParse(request.event).success).toBe(true);
+    expect((await fcm.send([request]))[0]?.kind).toBe('delivered');
+    const over = withPayloadOf(pushRequest(), 4097);
+    expect(notificationEventSchema.safeParse(over.event).success).toBe(false);
   });
 
   it('rejects a payload over 4096 bytes as permanent', async () => {

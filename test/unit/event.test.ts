@@ -8,6 +8,8 @@ import {
   idempotencyKey,
   notificationEventSchema,
 } from '../../src/events/event.ts';
+import { payloadBytes } from '../../src/events/payload.ts';
+import { toApnsNotification } from '../../src/providers/apns.ts';
 import { generateEvents } from '../../src/publish/generate.ts';
 
 const valid = {
@@ -30,7 +32,7 @@ const REASON_BY_FIELD: Record<string, RegExp> = {
   token: /^token: /,
   collapseKey: /^collapseKey: /,
   notification: /^notification\.(title|body): not well-formed Unicode/,
-  data: /^data\.(k: not well-formed Unicode|"k\\udfff": Invalid key in record)/,
+  data: /^data\.(k: not well-formed Unicode|"k\\udfff": key not well-formed Unicode|[\w.]+: key reserved: from, message_type)/,
 };
 
 describe('event contract v1', () => {
@@ -87,6 +89,13 @@ describe('event contract v1', () => {
     ['a body with a lone surrogate', { notification: { title: 't', body: '\udc00 there' } }],
     ['a data value with a lone surrogate', { data: { k: 'v\ud800' } }],
     ['a data key with a lone surrogate', { data: { 'k\udfff': 'v' } }],
+    // Keys FCM refuses (HTTP v1 Message.data), APNs' own dictionary, and the key the event id travels in.
+    ['a data key FCM reserves: from', { data: { from: 'x' } }],
+    ['a data key FCM reserves: message_type', { data: { message_type: 'x' } }],
+    ['a data key FCM reserves: google…', { data: { 'google.c.a.e': '1' } }],
+    ['a data key FCM reserves: gcm…', { data: { gcm_notification: 'x' } }],
+    ['the data key APNs reserves: aps', { data: { aps: 'x' } }],
+    ["the data key of Aqueduct's event id", { data: { aqueduct_id: 'forged' } }],
   ])('dead-letters %s, naming the field', (_name, change) => {
     const text = JSON.stringify({ ...valid, ...change });
     expect(acceptedEvent(JSON.parse(text))).toBeUndefined();
@@ -104,7 +113,57 @@ describe('event contract v1', () => {
     const data = { [`a\r\nb${'x'.repeat(100)}`]: 'v' };
     const result = decodeEvent(encode({ ...valid, data }));
     expect(result.ok).toBe(false);
-    if (!result.ok) expect(result.reason).toBe(`data."a\\r\\nb${'x'.repeat(60)}…": Invalid key in record`);
+    if (!result.ok)
+      expect(result.reason).toBe(
+        `data."a\\r\\nb${'x'.repeat(60)}…": key Too big: expected string to have <=64 characters`,
+      );
+  });
+
+  it('accepts data keys that only resemble reserved ones', () => {
+    const data = { fromCity: 'x', message_types: 'x', APS: 'x', my_gcm: 'x', Google: 'x', aqueduct: 'x' };
+    expect(decodeEvent(encode({ ...valid, data }))).toEqual({ ok: true, event: { ...valid, data } });
+  });
+
+  describe("the providers' 4096-byte payload limit", () => {
+    const base = (platform: 'fcm' | 'apns') => ({
+      ...valid,
+      platform,
+      token: platform === 'apns' ? APNS_TOKEN : valid.token,
+      notification: { title: 'Hello', body: '' },
+    });
+    /** An event whose body (é: 2 bytes, never escaped) makes its push payload exactly `bytes`. */
+    const sized = (platform: 'fcm' | 'apns', bytes: number) => {
+      const rest = bytes - payloadBytes(base(platform));
+      const body = 'é'.repeat(Math.floor(rest / 2)) + 'x'.repeat(rest % 2);
+      return { ...base(platform), notification: { title: 'Hello', body } };
+    };
+
+    it.each(['fcm', 'apns'] as const)(
+      '%s: takes a payload of 4096 bytes, refuses 4097 naming the size',
+      (platform) => {
+        const fits = sized(platform, 4096);
+        expect(payloadBytes(fits)).toBe(4096);
+        expect(decodeEvent(encode(fits)).ok).toBe(true);
+        expect(acceptedEvent(fits)).toBeDefined();
+        const over = sized(platform, 4097);
+        expect(acceptedEvent(over)).toBeUndefined();
+        const result = decodeEvent(encode(over));
+        expect(result).toMatchObject({ ok: false, kind: 'invalid-event' });
+        if (!result.ok)
+          expect(result.reason).toMatch(/^\(event\): .* would be 4097 bytes, the provider's limit is 4096/);
+      },
+    );
+
+    it('counts APNs as the bytes of the JSON body node-apn sends, escapes included', () => {
+      for (const pad of ['é', '"', '\n', '\u0001', '😀', 'a']) {
+        const event = { ...base('apns'), notification: { title: pad, body: pad.repeat(300) } };
+        const decoded = decodeEvent(encode(event));
+        expect(decoded.ok, JSON.stringify(pad)).toBe(true);
+        if (!decoded.ok) continue;
+        const sent = JSON.stringify(toApnsNotification(decoded.event, 'dev.app').rawPayload);
+        expect(Buffer.byteLength(sent)).toBe(payloadBytes(event));
+      }
+    });
   });
 
   it('accepts a surrogate pair (one character) in free text', () => {

@@ -78,6 +78,13 @@ describe('gateway: preparing a body', () => {
     ],
     ['an unknown field', event({ colour: 'red' }), 400, 'invalid-event', 'colour'],
     [
+      'a data key FCM reserves',
+      { events: [event(), event({ data: { from: 'shop' } })] },
+      400,
+      'invalid-event',
+      'events[1].data.from: key reserved: from, message_type, google…, gcm… (FCM), aps (APNs)',
+    ],
+    [
       'a duplicate id',
       { events: [event({ id: 'x' }), event({ id: 'x' })] },
       400,
@@ -110,6 +117,19 @@ describe('gateway: preparing a body', () => {
       413,
       'event-too-large',
       `events[0]: `,
+    ],
+    [
+      "an event whose push would be above the providers' 4096-byte payload limit",
+      {
+        events: [
+          event({
+            data: Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`k${i}`, 'v'.repeat(1000)])),
+          }),
+        ],
+      },
+      413,
+      'payload-too-large',
+      "events[0]: FCM's payload (keys and values) would be 5",
     ],
   ])('refuses %s, naming the problem', (_name, body, status, error, message) => {
     const prepared = prepareBody(body, options);
