@@ -44,6 +44,15 @@ interface Observed {
 }
 
 /**
+ * A stream the server reset with REFUSED_STREAM was not processed at all (RFC 9113 §8.7), so it is sent
+ * again at once, on the token it already took. APNs allows one stream on a new connection until a
+ * request with a valid provider token succeeds, and drops to one stream after a rejected push: the
+ * streams a client opened before that SETTINGS frame reached it come back refused.
+ */
+const REFUSED_STREAM = 'NGHTTP2_REFUSED_STREAM';
+const MAX_REFUSED_RESENDS = 3;
+
+/**
  * APNs through @parse/node-apn: token authentication (a .p8 key), one HTTP/2 connection, one request
  * per push.
  *
@@ -164,14 +173,15 @@ export class ApnsProvider implements PushProvider {
       timer = setTimeout(() => resolve('gave-up'), this.giveUpMs);
     });
     try {
-      const result = await Promise.race([this.provider.send(notification, event.token), giveUp]);
-      if (result === 'gave-up') return { kind: 'retry', reason: 'network: no answer', throttled: false };
-      const ok = result.sent[0] as (apn.ResponseSent & { 'apns-id'?: string }) | undefined;
-      if (ok) return { kind: 'delivered', messageId: ok['apns-id'] ?? id, httpStatus: 200 };
-      return scrub(
-        classifyApnsFailure(describeApnsFailure(result.failed[0], this.pending.get(id))),
-        event.token,
-      );
+      for (let attempt = 1; ; attempt += 1) {
+        const result = await Promise.race([this.provider.send(notification, event.token), giveUp]);
+        if (result === 'gave-up') return { kind: 'retry', reason: 'network: no answer', throttled: false };
+        const ok = result.sent[0] as (apn.ResponseSent & { 'apns-id'?: string }) | undefined;
+        if (ok) return { kind: 'delivered', messageId: ok['apns-id'] ?? id, httpStatus: 200 };
+        const failure = describeApnsFailure(result.failed[0], this.pending.get(id));
+        if (failure.transportError === REFUSED_STREAM && attempt < MAX_REFUSED_RESENDS + 1) continue;
+        return scrub(classifyApnsFailure(failure), event.token);
+      }
     } catch (error) {
       return scrub(classifyApnsFailure(describeApnsFailure({ error })), event.token);
     } finally {

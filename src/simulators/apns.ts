@@ -28,6 +28,9 @@ export interface ApnsSimulator extends RunningSimulator {
   tlsConnections(): number;
 }
 
+/** Concurrent streams a connection may open once a request carried a valid provider token. */
+const AUTHENTICATED_MAX_STREAMS = 1000;
+
 /**
  * Starts an APNs simulator: `POST /3/device/{token}` over HTTP/2 + TLS, answering like APNs: `:status`,
  * an `apns-id` header and, for errors, `{"reason": …}` (410 adds `timestamp`). It enforces its own token
@@ -42,11 +45,19 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
   const certificate = await generateCertificate(options.certHosts);
   const checkToken = providerTokenChecker(options);
 
+  // Apple: "APNs allows only one stream until you post a request with a valid authentication token".
+  // A connection starts at one concurrent stream and is raised once a request's provider token passes.
   const server = http2.createSecureServer({
     key: certificate.keyPem,
     cert: certificate.certPem,
-    settings: { maxConcurrentStreams: 1000 },
+    settings: { maxConcurrentStreams: 1 },
   });
+  const authenticated = new WeakSet<http2.Http2Session>();
+  const raiseStreamLimit = (session: http2.Http2Session | undefined) => {
+    if (session === undefined || session.destroyed || authenticated.has(session)) return;
+    authenticated.add(session);
+    session.settings({ maxConcurrentStreams: AUTHENTICATED_MAX_STREAMS });
+  };
   server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
     const arrivedAtMs = core.now();
     stream.on('error', () => {});
@@ -80,6 +91,7 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
         core.stats.authFailures += 1;
         return respond(stream, 403, apnsId, reasonBody(authProblem));
       }
+      raiseStreamLimit(stream.session);
       const token = path.slice('/3/device/'.length).split('?')[0] ?? '';
       const admission = core.admit(token);
       switch (admission.kind) {

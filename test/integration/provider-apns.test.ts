@@ -86,6 +86,30 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
     }
   });
 
+  it('on a new connection (one stream until a valid provider token), resends the streams APNs refused', async () => {
+    // No warm-up: the first window of 32 streams is written before the server's SETTINGS arrive, and
+    // the streams beyond its one are reset with REFUSED_STREAM, which means they were not processed.
+    const cold = apnsFromSettings(
+      {
+        APNS_KEY_FILE: files.write('AuthKey-cold.p8', keyPem),
+        APNS_KEY_ID: 'KEY1234567',
+        APNS_TEAM_ID: 'TEAM123456',
+        APNS_TOPIC: 'dev.aqueduct.test',
+        APNS_PRODUCTION: 'false',
+        APNS_ENDPOINT: sim.url,
+        APNS_CA_FILE: files.write('apns-cold.pem', sim.caPem),
+      },
+      { maxInFlight: 32 },
+    );
+    try {
+      const outcomes = await cold.send(Array.from({ length: 32 }, () => apnsPush()));
+      expect(outcomes.map((o) => o.kind)).toEqual(Array(32).fill('delivered'));
+      expect(sim.stats()).toMatchObject({ accepted: 32, duplicates: 0 });
+    } finally {
+      await cold.close();
+    }
+  });
+
   it('delivers with a verified provider token, mapping every event field onto the APNs request', async () => {
     const before = Math.floor(Date.now() / 1000);
     const request = apnsPush({
