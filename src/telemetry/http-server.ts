@@ -16,6 +16,20 @@ export interface HealthServerOptions {
   registry?: Registry;
 }
 
+/**
+ * How long a client may hold the health server: probes and scrapes are small requests answered at once.
+ * Node checks the header and request deadlines every `connectionsCheckingInterval`.
+ */
+const LIMITS = {
+  headersTimeoutMs: 5_000,
+  requestTimeoutMs: 10_000,
+  keepAliveTimeoutMs: 5_000,
+  /** A connection with no traffic at all for this long is closed. */
+  idleTimeoutMs: 30_000,
+  /** Kubernetes' probes and a few scrapers need a handful; further connections are refused. */
+  maxConnections: 256,
+};
+
 /** A running health/metrics endpoint. */
 export interface HealthServer {
   port: number;
@@ -27,7 +41,7 @@ export interface HealthServer {
  * and a member of the group) and `/metrics` (Prometheus), for Kubernetes probes and scraping.
  */
 export async function startHealthServer(options: HealthServerOptions): Promise<HealthServer> {
-  const server: Server = createServer((request, response) => {
+  const server: Server = createServer({ connectionsCheckingInterval: 1000 }, (request, response) => {
     const path = (request.url ?? '/').split('?')[0];
     if (request.method !== 'GET' && request.method !== 'HEAD') {
       response.writeHead(405, { allow: 'GET, HEAD' }).end();
@@ -50,6 +64,14 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
       response.writeHead(404).end();
     }
   });
+  // Node's defaults let one client hold a socket for minutes (headers 60 s, request 300 s, an idle
+  // connection forever) and open any number of them: a scraper or a hostile peer in the cluster could
+  // then keep close() (and so the consumer's shutdown) waiting, or take the process's file descriptors.
+  server.headersTimeout = LIMITS.headersTimeoutMs;
+  server.requestTimeout = LIMITS.requestTimeoutMs;
+  server.keepAliveTimeout = LIMITS.keepAliveTimeoutMs;
+  server.setTimeout(LIMITS.idleTimeoutMs, (socket) => socket.destroy());
+  server.maxConnections = LIMITS.maxConnections;
   const host = options.host ?? '0.0.0.0';
   await listenOrExplain(
     options.setting ?? 'port',
@@ -63,6 +85,11 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
   );
   return {
     port: (server.address() as AddressInfo).port,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        // A probe or a scrape cut short is retried by its caller; a shutdown held up is not.
+        server.closeAllConnections();
+      }),
   };
 }
