@@ -60,6 +60,12 @@ export function boundedFastify(
     },
   });
   app.server.maxConnections = l.maxConnections;
+  const sockets = new Set<Duplex>();
+  app.server.on('connection', (socket: Duplex) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  openSockets.set(app, sockets);
   app.server.on('request', (request, response: ServerResponse) => {
     const socket = request.socket;
     let responses = inFlight.get(socket);
@@ -74,6 +80,38 @@ export function boundedFastify(
   return app;
 }
 
+/**
+ * Closes the app (no new connections; requests arriving meanwhile answered 503) and, until it is closed,
+ * every connection that holds no work: idle ones, and ones whose request has not arrived whole. Node
+ * stops checking the header and request deadlines once its server is closing, so a client sending its
+ * headers a byte at a time would otherwise hold the shutdown until the process's bound. A request
+ * received whole is answered first: it may have been written to Kafka.
+ */
+export async function closeGently(app: FastifyInstance, everyMs = 100): Promise<void> {
+  const sockets = openSockets.get(app) ?? new Set<Duplex>();
+  const dropIdle = () => {
+    for (const socket of sockets) if (!holdsWork(socket)) socket.destroy();
+  };
+  const closed = app.close();
+  dropIdle();
+  const timer = setInterval(dropIdle, everyMs);
+  try {
+    await closed;
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/** True when a connection has a request received whole whose answer is not yet written. */
+function holdsWork(socket: Duplex): boolean {
+  for (const response of inFlight.get(socket) ?? []) {
+    if (response.req.complete && !response.writableFinished) return true;
+  }
+  return false;
+}
+
+/** Each app's open connections. */
+const openSockets = new WeakMap<FastifyInstance, Set<Duplex>>();
 /** Each connection's responses not yet finished (pipelined requests are answered in order). */
 const inFlight = new WeakMap<Duplex, Set<ServerResponse>>();
 /** Connections whose broken framing is already being answered (Node reports it again on more data). */

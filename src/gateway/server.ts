@@ -13,6 +13,7 @@ import { buildAdminApp } from './admin-app.ts';
 import { TenantAdmission } from './admission.ts';
 import { ApiKeys } from './api-keys.ts';
 import { buildGatewayApp } from './app.ts';
+import { closeGently } from './bounded-server.ts';
 import { apiKeyHashes, defaultTenantLimit, type GatewayConfig, tenantLimitOverrides } from './config.ts';
 import { KafkaWriter } from './kafka-writer.ts';
 import { GatewayMetrics } from './metrics.ts';
@@ -180,9 +181,9 @@ export async function startGateway(
     metrics,
     async close() {
       closing = true;
-      await app.close();
+      await closeGently(app);
       await writer.close();
-      await admin.close();
+      await closeGently(admin);
       redis?.disconnect();
     },
   };

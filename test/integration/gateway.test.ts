@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { gzipSync } from 'node:zlib';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import getPort from 'get-port';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { decodeEvent } from '../../src/events/decode.ts';
 import { headerString } from '../../src/kafka/headers.ts';
 import { messageKey } from '../../src/publish/publisher.ts';
@@ -371,6 +371,54 @@ describe('gateway on real Kafka and Redis', () => {
       await slow.close();
     }
   });
+  it('shuts down without waiting for clients still sending their headers or their body', async () => {
+    const closing = await startTestGateway({ keys: { [ACME]: 'acme' } });
+    const { port } = closing.gateway;
+    // Node stops enforcing the header and request deadlines (10 s and 20 s here) once its server closes.
+    const slowHeaders = dripUntilClosed(port, 'POST /v1/notifications HTTP/1.1\r\n', 'X-Slow: a\r\n');
+    const slowBody = dripUntilClosed(
+      port,
+      `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ACME}\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n`,
+      '{',
+    );
+    await sleep(500);
+    await closing.close();
+    for (const slow of await Promise.all([slowHeaders, slowBody])) {
+      expect(slow.closedAfterMs).toBeLessThan(5_000);
+    }
+  });
+
+  it('answers every request it received whole before it shuts down: 202 only for what Kafka has', async () => {
+    const closing = await startTestGateway({ keys: { [ACME]: 'acme' } });
+    const answers: { id: string; status: number }[] = [];
+    let next = 0;
+    let stopped = false;
+    // Eight callers, each posting again as soon as it is answered, until the gateway is gone.
+    const caller = async () => {
+      while (!stopped) {
+        const id = `closing-${next++}`;
+        const status = await closing.post(sampleEvent(id, { id }), { key: ACME }).then(
+          (answer) => answer.status,
+          () => 0, // the connection was closed: the request had not arrived whole
+        );
+        answers.push({ id, status });
+        if (status !== 202) return;
+      }
+    };
+    const callers = Array.from({ length: 8 }, caller);
+    await vi.waitFor(() => expect(answers.filter((a) => a.status === 202).length).toBeGreaterThan(40));
+    await closing.close();
+    stopped = true;
+    await Promise.all(callers);
+    const written = new Set(
+      (await readTopic(closing.kafka, closing.topic)).map((m) => JSON.parse(String(m.value)).id as string),
+    );
+    for (const { id, status } of answers) {
+      expect([0, 202, 503], id).toContain(status);
+      expect(written.has(id), `${id} answered ${status}`).toBe(status === 202);
+    }
+  });
+
   it('says 100 Continue only to a caller whose key and admission unit pass, so a refused body is never sent', async () => {
     const event = JSON.stringify(sampleEvent('cont-1', { id: 'continued-1' }));
     const head = (key: string) =>
