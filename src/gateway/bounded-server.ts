@@ -51,6 +51,8 @@ export function boundedFastify(
       void responsesInFlight(socket, l.requestTimeoutMs).then(() => answerClientError(error, socket, l));
     },
     http: {
+      // Node would answer a missing Host with an empty 400; the hook below answers it in the API's shape.
+      requireHostHeader: false,
       headersTimeout: l.headersTimeoutMs,
       requestTimeout: l.requestTimeoutMs,
       connectionsCheckingInterval: Math.max(
@@ -60,6 +62,18 @@ export function boundedFastify(
     },
   });
   app.server.maxConnections = l.maxConnections;
+  // RFC 9112 §3.2: "A server MUST respond with a 400 (Bad Request) status code to any HTTP/1.1 request
+  // message that lacks a Host header field".
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.raw.httpVersion !== '1.1' || request.headers.host !== undefined) return done();
+    void reply
+      .code(400)
+      .header('connection', 'close')
+      .send({
+        error: 'bad-request',
+        message: 'an HTTP/1.1 request needs a Host header field (RFC 9112 §3.2)',
+      });
+  });
   const sockets = new Set<Duplex>();
   app.server.on('connection', (socket: Duplex) => {
     sockets.add(socket);

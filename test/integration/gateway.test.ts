@@ -449,7 +449,7 @@ describe('gateway on real Kafka and Redis', () => {
     }
   });
 
-  it('answers a request that breaks HTTP framing in its own error shape and closes the connection', async () => {
+  it('answers a request that breaks HTTP framing or lacks Host in its own error shape and closes the connection', async () => {
     const framed = await startTestGateway({ keys: { [ACME]: 'acme' } });
     try {
       const head = `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ACME}\r\nContent-Type: application/json\r\n`;
@@ -458,6 +458,11 @@ describe('gateway on real Kafka and Redis', () => {
         [`${head}Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n`, 400, 'bad-request'],
         [`${head}Content-Length: -1\r\n\r\n`, 400, 'bad-request'],
         [`${head}X-Pad: ${'p'.repeat(20_000)}\r\n\r\n`, 431, 'headers-too-large'],
+        [
+          `POST /v1/notifications HTTP/1.1\r\nAuthorization: Bearer ${ACME}\r\nContent-Length: 2\r\n\r\n{}`,
+          400,
+          'bad-request',
+        ],
       ];
       for (const [request, status, error] of cases) {
         const response = await sendRaw(framed.gateway.port, request);
