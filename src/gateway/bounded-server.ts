@@ -66,13 +66,10 @@ export function boundedFastify(
   // message that lacks a Host header field".
   app.addHook('onRequest', (request, reply, done) => {
     if (request.raw.httpVersion !== '1.1' || request.headers.host !== undefined) return done();
-    void reply
-      .code(400)
-      .header('connection', 'close')
-      .send({
-        error: 'bad-request',
-        message: 'an HTTP/1.1 request needs a Host header field (RFC 9112 §3.2)',
-      });
+    void reply.code(400).header('connection', 'close').send({
+      error: 'bad-request',
+      message: 'an HTTP/1.1 request needs a Host header field (RFC 9112 §3.2)',
+    });
   });
   const sockets = new Set<Duplex>();
   app.server.on('connection', (socket: Duplex) => {
