@@ -1,14 +1,14 @@
 import { jsonErrorWithoutInput } from '../redact.ts';
 import {
-  ALLOWED_DATA_KEY,
   EVENT_LIMITS,
   HEADER_SAFE,
   type NotificationEvent,
   notificationEventSchema,
+  RESERVED_DATA_KEYS,
   SCHEMA_VERSION,
   TOKEN_RULES,
 } from './event.ts';
-import { oversizePayloadBytes } from './payload.ts';
+import { EVENT_ID_DATA_KEY, oversizePayloadBytes } from './payload.ts';
 
 /** Why a message could not become an event; the consumer dead-letters it with this reason. */
 export const DECODE_FAILURE_KINDS = [
@@ -124,7 +124,8 @@ export function acceptedEvent(json: unknown): NotificationEvent | undefined {
         key === '__proto__' ||
         key.length < 1 ||
         key.length > L.dataKeyLength ||
-        !ALLOWED_DATA_KEY.test(key)
+        key === EVENT_ID_DATA_KEY ||
+        RESERVED_DATA_KEYS[platform].pattern.test(key)
       )
         return undefined;
       if (!isText(value, 0, L.dataValueLength) || !key.isWellFormed() || !value.isWellFormed())

@@ -55,15 +55,21 @@ export const TOKEN_RULES = {
 export const HEADER_SAFE = /^[\x21-\x7e]+$/;
 
 /**
- * What a `data` key may not be. FCM refuses a message whose data key is `from`, `message_type` or
- * starts with `google` or `gcm` (the HTTP v1 reference, `Message.data`); the APNs payload keeps `aps`
- * for Apple's dictionary; and the providers add the event id under {@link EVENT_ID_DATA_KEY}. Refused
- * at every door, so such an event never costs a token and a provider call to be refused there, and no
- * key of the producer's is silently overwritten. One rule for both platforms: an event stays portable.
+ * The `data` keys each platform's push keeps for itself, refused at every door so that such an event
+ * never costs a token and a provider call to be refused there, and no key of the producer's is silently
+ * overwritten: FCM refuses a message whose data key is `from`, `message_type` or starts with `google` or
+ * `gcm` (HTTP v1 reference, `Message.data`); the APNs payload keeps `aps` for Apple's dictionary. On
+ * both, the providers add the event id under {@link EVENT_ID_DATA_KEY}.
  */
-export const ALLOWED_DATA_KEY = new RegExp(`^(?!(?:from|message_type|aps|${EVENT_ID_DATA_KEY})$|google|gcm)`);
-const RESERVED_DATA_KEYS = `from, message_type, google…, gcm… (FCM), aps (APNs), ${EVENT_ID_DATA_KEY} (Aqueduct)`;
-const RESERVED_DATA_KEY_MESSAGE = `reserved: ${RESERVED_DATA_KEYS}`;
+export const RESERVED_DATA_KEYS = {
+  fcm: {
+    pattern: /^(?:(?:from|message_type)$|google|gcm)/,
+    message: 'reserved by FCM (from, message_type, and keys starting with google or gcm)',
+  },
+  apns: { pattern: /^aps$/, message: "reserved by APNs (aps is Apple's dictionary in the payload)" },
+} as const;
+const NOT_EVENT_ID_KEY = new RegExp(`^(?!${EVENT_ID_DATA_KEY}$)`);
+const EVENT_ID_KEY_MESSAGE = `reserved: every push carries the event id under ${EVENT_ID_DATA_KEY}`;
 
 /** Marks the issue of an event whose push would be too large (the gateway answers it with 413). */
 const PAYLOAD_TOO_LARGE = 'payloadTooLargeBytes';
@@ -108,13 +114,13 @@ export const notificationEventSchema = z
       .strict(),
     data: z
       .record(
-        freeText(L.dataKeyLength).min(1).regex(ALLOWED_DATA_KEY, RESERVED_DATA_KEY_MESSAGE),
+        freeText(L.dataKeyLength).min(1).regex(NOT_EVENT_ID_KEY, EVENT_ID_KEY_MESSAGE),
         freeText(L.dataValueLength),
       )
       .refine((d) => Object.keys(d).length <= L.maxDataEntries, `at most ${L.maxDataEntries} entries`)
       .optional()
       .describe(
-        `Custom key/value data delivered to the app. Keys the providers or Aqueduct reserve are refused: ${RESERVED_DATA_KEYS}.`,
+        `Custom key/value data delivered to the app. Refused keys: ${EVENT_ID_DATA_KEY}; for FCM from, message_type and keys starting with google or gcm; for APNs aps.`,
       ),
     tenant: text(L.tenantLength)
       .regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, dot, dash, underscore')
@@ -133,6 +139,11 @@ export const notificationEventSchema = z
     // The field's own pattern is FCM's alphabet, of which APNs hex is a part: the APNs rule is the narrower.
     if (event.platform === 'apns' && !TOKEN_RULES.apns.pattern.test(event.token)) {
       ctx.addIssue({ code: 'custom', path: ['token'], message: TOKEN_RULES.apns.message });
+    }
+    const reserved = RESERVED_DATA_KEYS[event.platform];
+    for (const key in event.data) {
+      if (reserved.pattern.test(key))
+        ctx.addIssue({ code: 'custom', path: ['data', key], message: reserved.message });
     }
     const bytes = oversizePayloadBytes(event);
     if (bytes !== undefined) {
@@ -181,5 +192,14 @@ export function eventJsonSchema(): Record<string, unknown> {
       { properties: { platform: { const: 'fcm' } } },
       { properties: { token: { pattern: TOKEN_RULES.apns.pattern.source } } },
     ],
+    // The data keys each platform reserves, a refinement too.
+    allOf: PLATFORMS.map((platform) => ({
+      if: { properties: { platform: { const: platform } }, required: ['platform'] },
+      then: {
+        properties: {
+          data: { propertyNames: { not: { pattern: RESERVED_DATA_KEYS[platform].pattern.source } } },
+        },
+      },
+    })),
   };
 }

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { acceptedEvent, decodeEvent } from '../../src/events/decode.ts';
@@ -32,7 +33,7 @@ const REASON_BY_FIELD: Record<string, RegExp> = {
   token: /^token: /,
   collapseKey: /^collapseKey: /,
   notification: /^notification\.(title|body): not well-formed Unicode/,
-  data: /^data\.(k: not well-formed Unicode|"k\\udfff": key not well-formed Unicode|[\w.]+: key reserved: from, message_type)/,
+  data: /^data\.(k: not well-formed Unicode|"k\\udfff": key not well-formed Unicode|[\w.]+: reserved by (FCM|APNs)|aqueduct_id: key reserved: every push carries the event id)/,
 };
 
 describe('event contract v1', () => {
@@ -94,7 +95,7 @@ describe('event contract v1', () => {
     ['a data key FCM reserves: message_type', { data: { message_type: 'x' } }],
     ['a data key FCM reserves: google…', { data: { 'google.c.a.e': '1' } }],
     ['a data key FCM reserves: gcm…', { data: { gcm_notification: 'x' } }],
-    ['the data key APNs reserves: aps', { data: { aps: 'x' } }],
+    ['the data key APNs reserves: aps', { platform: 'apns', token: APNS_TOKEN, data: { aps: 'x' } }],
     ["the data key of Aqueduct's event id", { data: { aqueduct_id: 'forged' } }],
   ])('dead-letters %s, naming the field', (_name, change) => {
     const text = JSON.stringify({ ...valid, ...change });
@@ -119,9 +120,18 @@ describe('event contract v1', () => {
       );
   });
 
-  it('accepts data keys that only resemble reserved ones', () => {
+  it("accepts data keys that only resemble reserved ones, and another platform's reserved keys", () => {
     const data = { fromCity: 'x', message_types: 'x', APS: 'x', my_gcm: 'x', Google: 'x', aqueduct: 'x' };
     expect(decodeEvent(encode({ ...valid, data }))).toEqual({ ok: true, event: { ...valid, data } });
+    const fcm = { ...valid, data: { aps: 'x' } };
+    expect(decodeEvent(encode(fcm))).toEqual({ ok: true, event: fcm });
+    const apns = {
+      ...valid,
+      platform: 'apns',
+      token: APNS_TOKEN,
+      data: { from: 'x', gcm: 'y', 'google.a': 'z' },
+    };
+    expect(decodeEvent(encode(apns))).toEqual({ ok: true, event: apns });
   });
 
   describe("the providers' 4096-byte payload limit", () => {
@@ -195,6 +205,25 @@ describe('event contract v1', () => {
       readFileSync(new URL('../../schemas/event-v1.schema.json', import.meta.url), 'utf8'),
     );
     expect(committed).toEqual(eventJsonSchema());
+  });
+
+  it("lets a JSON Schema validator refuse what the decoder refuses of each platform's rules", () => {
+    const validate = new Ajv2020({ strict: false }).compile(eventJsonSchema());
+    const apns = { ...valid, platform: 'apns', token: APNS_TOKEN };
+    const cases: Array<[string, Record<string, unknown>]> = [
+      ['an FCM event', valid],
+      ['an APNs event', apns],
+      ['an APNs event with an FCM token', { ...apns, token: valid.token }],
+      ['an FCM data key from', { ...valid, data: { from: 'x' } }],
+      ['an FCM data key gcm…', { ...valid, data: { gcm_x: 'x' } }],
+      ['an FCM data key aps', { ...valid, data: { aps: 'x' } }],
+      ['an APNs data key aps', { ...apns, data: { aps: 'x' } }],
+      ['an APNs data key from', { ...apns, data: { from: 'x' } }],
+      ['a data key aqueduct_id', { ...valid, data: { aqueduct_id: 'x' } }],
+    ];
+    for (const [name, event] of cases) {
+      expect(validate(event), name).toBe(decodeEvent(encode(event)).ok);
+    }
   });
 });
 

@@ -82,7 +82,7 @@ describe('gateway: preparing a body', () => {
       { events: [event(), event({ data: { from: 'shop' } })] },
       400,
       'invalid-event',
-      'events[1].data.from: key reserved: from, message_type, google…, gcm… (FCM), aps (APNs)',
+      'events[1].data.from: reserved by FCM (from, message_type, and keys starting with google or gcm)',
     ],
     [
       'a duplicate id',
