@@ -192,14 +192,16 @@ export function eventJsonSchema(): Record<string, unknown> {
       { properties: { platform: { const: 'fcm' } } },
       { properties: { token: { pattern: TOKEN_RULES.apns.pattern.source } } },
     ],
-    // The data keys each platform reserves, a refinement too.
+    // The data keys each platform reserves, a refinement too: another platform, or none of its keys.
     allOf: PLATFORMS.map((platform) => ({
-      if: { properties: { platform: { const: platform } }, required: ['platform'] },
-      then: {
-        properties: {
-          data: { propertyNames: { not: { pattern: RESERVED_DATA_KEYS[platform].pattern.source } } },
+      anyOf: [
+        { properties: { platform: { not: { const: platform } } } },
+        {
+          properties: {
+            data: { propertyNames: { not: { pattern: RESERVED_DATA_KEYS[platform].pattern.source } } },
+          },
         },
-      },
+      ],
     })),
   };
 }
