@@ -35,20 +35,22 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
       keyId: 'KEY1234567',
       teamId: 'TEAM123456',
     });
-    // Built the way the consumer builds it: from the configuration contract's settings.
-    apns = apnsFromSettings(
+    apns = newProvider('shared', 16);
+  });
+  /** A provider of its own (its own HTTP/2 connection), built the way the consumer builds it: from the settings. */
+  const newProvider = (name: string, maxInFlight: number) =>
+    apnsFromSettings(
       {
-        APNS_KEY_FILE: files.write('AuthKey.p8', keyPem),
+        APNS_KEY_FILE: files.write(`AuthKey-${name}.p8`, keyPem),
         APNS_KEY_ID: 'KEY1234567',
         APNS_TEAM_ID: 'TEAM123456',
         APNS_TOPIC: 'dev.aqueduct.test',
         APNS_PRODUCTION: 'false',
         APNS_ENDPOINT: sim.url,
-        APNS_CA_FILE: files.write('apns.pem', sim.caPem),
+        APNS_CA_FILE: files.write(`apns-${name}.pem`, sim.caPem),
       },
-      { maxInFlight: 16 },
+      { maxInFlight },
     );
-  });
   afterEach(() => {
     sim.setFaults({ error500: 0, error503: 0, drop: 0, slow: 0, storm: null });
     sim.reset();
@@ -60,18 +62,7 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
   });
 
   it('warmUp opens the HTTP/2 session that the first sends then use (no handshake on the first push)', async () => {
-    const cold = apnsFromSettings(
-      {
-        APNS_KEY_FILE: files.write('AuthKey-warm.p8', keyPem),
-        APNS_KEY_ID: 'KEY1234567',
-        APNS_TEAM_ID: 'TEAM123456',
-        APNS_TOPIC: 'dev.aqueduct.test',
-        APNS_PRODUCTION: 'false',
-        APNS_ENDPOINT: sim.url,
-        APNS_CA_FILE: files.write('apns-warm.pem', sim.caPem),
-      },
-      { maxInFlight: 4 },
-    );
+    const cold = newProvider('warm', 4);
     try {
       const before = sim.tlsConnections();
       expect(await cold.warmUp?.()).toBe(1);
@@ -89,18 +80,7 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
   it('on a new connection (one stream until a valid provider token), resends the streams APNs refused', async () => {
     // No warm-up: the first window of 32 streams is written before the server's SETTINGS arrive, and
     // the streams beyond its one are reset with REFUSED_STREAM, which means they were not processed.
-    const cold = apnsFromSettings(
-      {
-        APNS_KEY_FILE: files.write('AuthKey-cold.p8', keyPem),
-        APNS_KEY_ID: 'KEY1234567',
-        APNS_TEAM_ID: 'TEAM123456',
-        APNS_TOPIC: 'dev.aqueduct.test',
-        APNS_PRODUCTION: 'false',
-        APNS_ENDPOINT: sim.url,
-        APNS_CA_FILE: files.write('apns-cold.pem', sim.caPem),
-      },
-      { maxInFlight: 32 },
-    );
+    const cold = newProvider('cold', 32);
     try {
       const outcomes = await cold.send(Array.from({ length: 32 }, () => apnsPush()));
       expect(outcomes.map((o) => o.kind)).toEqual(Array(32).fill('delivered'));
