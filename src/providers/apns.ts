@@ -192,11 +192,35 @@ export class ApnsProvider implements PushProvider {
 
   async close(): Promise<void> {
     diagnosticsChannel.unsubscribe('http2.client.stream.finish', this.onFinish);
+    // node-apn keeps a session whose connection was lost as its current one, and its shutdown waits for
+    // that session's close() callback, which Node never calls for a session already destroyed: the
+    // shutdown (and the consumer's with it) would never end. Such sessions are let go of first.
+    const client = (this.provider as unknown as { client?: Record<string, unknown> }).client;
+    for (const name of ['session', 'manageChannelsSession']) {
+      const session = client?.[name] as { destroyed?: boolean } | null | undefined;
+      if (client && session?.destroyed) client[name] = null;
+    }
     // node-apn's shutdown returns nothing to await (despite its typings); its callback runs once the
-    // HTTP/2 session has closed.
-    await new Promise<void>((resolve) => {
+    // HTTP/2 session has closed, which a stream the server never answers puts off. By the time a push is
+    // given up (twice the request timeout) node-apn has timed out every stream; past it, the sessions
+    // are destroyed.
+    let timer: NodeJS.Timeout | undefined;
+    const shutDown = new Promise<void>((resolve) => {
       this.provider.shutdown(resolve);
     });
+    const bound = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        for (const name of ['session', 'manageChannelsSession']) {
+          (client?.[name] as { destroy?: () => void } | null | undefined)?.destroy?.();
+        }
+        resolve();
+      }, this.giveUpMs);
+    });
+    try {
+      await Promise.race([shutDown, bound]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }
 

@@ -298,6 +298,18 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
     }
   });
 
+  it('closes although the HTTP/2 session it held was destroyed under it', async () => {
+    // node-apn keeps such a session as its current one and would wait forever for its close() callback,
+    // which Node never calls for a destroyed session. A lost connection can leave this state; here the
+    // session is destroyed directly.
+    const provider = newProvider('destroyed', 4);
+    expect((await provider.send([apnsPush()]))[0]?.kind).toBe('delivered');
+    const client = (provider as unknown as { provider: { client: { session: { destroy(): void } } } })
+      .provider.client;
+    client.session.destroy();
+    await provider.close();
+  });
+
   it('never puts the device token into a reason', async () => {
     sim.setFaults({ drop: 1 });
     const token = 'secret-token-value';
