@@ -157,9 +157,10 @@ function clip(text: string): string {
 
 /**
  * Reads a firebase-admin error (a `FirebaseMessagingError` with `httpResponse`, or a `FirebaseAppError`
- * for network and credential failures) into an {@link FcmFailure}.
+ * for network and credential failures) into an {@link FcmFailure}. `token` is the message's device
+ * token: a QuotaFailure violation whose subject names it is that device's quota.
  */
-export function describeFcmError(error: unknown): FcmFailure {
+export function describeFcmError(error: unknown, token?: string): FcmFailure {
   const failure: FcmFailure = {};
   if (typeof error !== 'object' || error === null) return { clientCode: 'unknown' };
   const record = error as Record<string, unknown>;
@@ -175,7 +176,7 @@ export function describeFcmError(error: unknown): FcmFailure {
       const retryAfter = (headers as Record<string, unknown>)['retry-after'];
       if (typeof retryAfter === 'string') failure.retryAfter = retryAfter;
     }
-    Object.assign(failure, readErrorBody(data));
+    Object.assign(failure, readErrorBody(data, token));
   }
   const networkCode = findNetworkCode(record.cause);
   if (networkCode) failure.networkCode = networkCode;
@@ -191,7 +192,7 @@ type BodyFields = Pick<FcmFailure, 'fcmErrorCode' | 'status' | 'message' | 'quot
  * firebase-admin keeps the parsed body as `httpResponse.data` (it maps both QUOTA_EXCEEDED and
  * RESOURCE_EXHAUSTED to `messaging/message-rate-exceeded`, so its own code cannot tell them apart).
  */
-function readErrorBody(data: unknown): BodyFields {
+function readErrorBody(data: unknown, token: string | undefined): BodyFields {
   if (typeof data !== 'object' || data === null) return {};
   const error = (data as { error?: unknown }).error;
   if (typeof error !== 'object' || error === null) return {};
@@ -204,7 +205,11 @@ function readErrorBody(data: unknown): BodyFields {
       if (typeof detail !== 'object' || detail === null) continue;
       const { '@type': type, errorCode, violations } = detail as Record<string, unknown>;
       if (type === FCM_ERROR_TYPE && typeof errorCode === 'string') out.fcmErrorCode = errorCode;
-      if (type === QUOTA_FAILURE_TYPE && Array.isArray(violations) && violations.some(isDeviceQuotaViolation))
+      if (
+        type === QUOTA_FAILURE_TYPE &&
+        Array.isArray(violations) &&
+        violations.some((violation) => isDeviceQuotaViolation(violation, token))
+      )
         out.quotaScope = 'device';
     }
   }
@@ -218,12 +223,19 @@ export const QUOTA_FAILURE_TYPE = 'type.googleapis.com/google.rpc.QuotaFailure';
  * A QuotaFailure violation about one device's message rate. FCM's ErrorCode reference names three
  * causes of QUOTA_EXCEEDED (the message rate, a device's message rate, a topic's message rate) and says
  * the QuotaFailure detail tells which; it does not fix the violation's wording, so a violation whose
- * subject or description speaks of a device (or "per device") counts. Anything else stays project-wide.
+ * subject or description speaks of a device (or "per device") counts, and so does one whose subject
+ * names the message's own device token (`token`, when known). Anything else stays project-wide.
  */
-export function isDeviceQuotaViolation(violation: unknown): boolean {
+export function isDeviceQuotaViolation(violation: unknown, token?: string): boolean {
   if (typeof violation !== 'object' || violation === null) return false;
   const { subject, description } = violation as { subject?: unknown; description?: unknown };
+  if (token && typeof subject === 'string' && namesToken(subject, token)) return true;
   return [subject, description].some((text) => typeof text === 'string' && /\bdevice\b/i.test(text));
+}
+
+/** `token`, `…/token` or `…:token` (a resource name or a `kind:value` pair), never a mere substring. */
+function namesToken(subject: string, token: string): boolean {
+  return subject === token || subject.endsWith(`/${token}`) || subject.endsWith(`:${token}`);
 }
 
 function findNetworkCode(cause: unknown): string | undefined {

@@ -111,10 +111,8 @@ export class FcmProvider implements PushProvider {
       const response = await this.messaging.sendEach(part.map((request) => toFcmMessage(request.event)));
       return response.responses.map((result, i): PushOutcome => {
         if (result.success) return { kind: 'delivered', messageId: result.messageId ?? '', httpStatus: 200 };
-        return scrub(
-          classifyFcmFailure(describeFcmError(result.error)),
-          (part[i] as PushRequest).event.token,
-        );
+        const token = (part[i] as PushRequest).event.token;
+        return scrub(classifyFcmFailure(describeFcmError(result.error, token)), token);
       });
     } catch (error) {
       // sendEach itself failed (no project id, the app deleted): every push of the part shares the fate.

@@ -266,6 +266,21 @@ describe('FCM classification', () => {
       describeFcmError(answer([fcmError, quota({ subject: 'message.token', description: 'per device' })]))
         .quotaScope,
     ).toBe('device');
+    // A violation whose subject is the message's own device token names that device, however worded;
+    // a mere substring of the subject does not.
+    const token = 'cT0k3n:APA91bHx_q';
+    const named = (subject: string) =>
+      describeFcmError(answer([fcmError, quota({ subject, description: 'Rate exceeded.' })]), token)
+        .quotaScope;
+    expect(named(token)).toBe('device');
+    expect(named(`projects/demo/registrations/${token}`)).toBe('device');
+    expect(named(`registration_token:${token}`)).toBe('device');
+    expect(named(`${token}-other`)).toBeUndefined();
+    expect(named('project_number:123')).toBeUndefined();
+    expect(
+      describeFcmError(answer([fcmError, quota({ subject: token, description: 'Rate exceeded.' })]))
+        .quotaScope,
+    ).toBeUndefined();
     // The project's per-minute quota, as Google's quota system words it: project-wide.
     const project = describeFcmError(
       answer([
