@@ -33,6 +33,8 @@ export type Admission =
       resetSeconds: number;
       /** Seconds until the whole request would be admitted (>= 1): the 429's Retry-After. */
       retryAfterSeconds: number;
+      /** The same in milliseconds, unrounded. */
+      waitMs: number;
     }
   | {
       /** More events than the bucket can ever hold at once: this request can never be admitted. */
@@ -119,6 +121,7 @@ export class TenantAdmission {
       remaining: Math.floor(tokens),
       resetSeconds: resetSeconds(limit, tokens),
       retryAfterSeconds: Math.max(1, Math.ceil(result.waitMs / 1000)),
+      waitMs: result.waitMs,
     };
   }
 
@@ -132,10 +135,50 @@ export class TenantAdmission {
    * @throws LimiterUnavailableError when Redis cannot be asked
    */
   async admitRequest(tenant: string): Promise<Admission> {
-    const owed = this.owed.get(tenant) ?? 0;
-    const admission = await this.admit(tenant, 1 + owed);
+    const units = 1 + (this.owed.get(tenant) ?? 0);
+    const known = this.knownRefusal(tenant, units, Date.now());
+    if (known) return known;
+    const asked = Date.now();
+    const admission = await this.admit(tenant, units);
     if (admission.kind === 'admitted') this.owed.delete(tenant);
+    if (admission.kind === 'throttled') {
+      this.refusals.set(tenant, {
+        units,
+        tokens: admission.remaining,
+        atMs: asked,
+        untilMs: asked + admission.waitMs,
+      });
+    } else {
+      this.refusals.delete(tenant);
+    }
     return admission;
+  }
+
+  /**
+   * This replica's last refusal of each tenant's request: until `untilMs` its bucket cannot hold
+   * `units` (the bucket only refills at its rate; other replicas only take from it), so a request of as
+   * many units or more is refused here without asking Redis. A flood from a throttled tenant then costs
+   * no Redis call per request. Given-back tokens end the refusal ({@link giveBack}).
+   */
+  private readonly refusals = new Map<
+    string,
+    { units: number; tokens: number; atMs: number; untilMs: number }
+  >();
+
+  private knownRefusal(tenant: string, units: number, nowMs: number): Admission | undefined {
+    const refusal = this.refusals.get(tenant);
+    const limit = this.limitOf(tenant);
+    if (!refusal || limit === null || nowMs >= refusal.untilMs || units < refusal.units) return undefined;
+    const tokens = Math.min(limit.burst, refusal.tokens + ((nowMs - refusal.atMs) / 1000) * limit.rate);
+    const waitMs = refusal.untilMs - nowMs;
+    return {
+      kind: 'throttled',
+      limit,
+      remaining: Math.floor(tokens),
+      resetSeconds: resetSeconds(limit, tokens),
+      retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1000)),
+      waitMs,
+    };
   }
 
   /**
@@ -163,6 +206,7 @@ export class TenantAdmission {
   async giveBack(tenant: string, events: number): Promise<void> {
     const limit = this.limitOf(tenant);
     if (limit === null || events === 0 || !this.limiter) return;
+    this.refusals.delete(tenant);
     await this.limiter.refund(
       [{ name: admissionBucketName(tenant), rate: limit.rate, capacity: limit.burst }],
       events,

@@ -247,8 +247,14 @@ describe('gateway: rate-limit fields', () => {
       ratelimit: '"tenant";r=120;t=2',
     });
     expect(
-      rateLimitHeaders({ kind: 'throttled', limit, remaining: 3, resetSeconds: 4, retryAfterSeconds: 1 })
-        .ratelimit,
+      rateLimitHeaders({
+        kind: 'throttled',
+        limit,
+        remaining: 3,
+        resetSeconds: 4,
+        retryAfterSeconds: 1,
+        waitMs: 800,
+      }).ratelimit,
     ).toBe('"tenant";r=3;t=4');
     expect(policyHeaders({ rate: 1000, burst: 10 })).toEqual({ 'ratelimit-policy': '"tenant";q=10;w=1' });
     expect(rateLimitHeaders({ kind: 'unlimited' })).toEqual({});
