@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import {
   Kafka,
   type KafkaConfig,
@@ -27,20 +28,61 @@ function filterKafkajsTimeoutWarning(): void {
   });
 }
 
-const LEVELS: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
+type LogLevel = 'error' | 'warn' | 'info' | 'debug';
+
+const LEVELS: Record<number, LogLevel> = {
   [logLevel.ERROR]: 'error',
   [logLevel.WARN]: 'warn',
   [logLevel.INFO]: 'info',
   [logLevel.DEBUG]: 'debug',
 };
 
-/** Routes kafkajs's own log lines into pino (info and below become debug: kafkajs is chatty). */
+const require = createRequire(import.meta.url);
+const { errorCodes } = require('kafkajs/src/protocol/error') as {
+  errorCodes: ReadonlyArray<{ type: string; message: string; retriable: boolean }>;
+};
+
+/**
+ * The messages of the Kafka protocol errors kafkajs recovers from on its own: the ones it retries (a
+ * leader election, a coordinator loading after a broker start) and a rebalance under way, which every
+ * member's heartbeat is told and answers by joining again (the consumer logs the join). kafkajs logs each
+ * refused request at the error level first; if its retries run out, the caller gets the error and says
+ * so itself.
+ */
+const ROUTINE_PROTOCOL_ERRORS = new Set(
+  errorCodes
+    .filter((code) => code.retriable || code.type === 'REBALANCE_IN_PROGRESS')
+    .map((code) => code.message),
+);
+
+/**
+ * kafkajs warns about this on every idempotent producer with bounded retries. Aqueduct bounds them on
+ * purpose: a write must fail within the time its caller waits, and the writer that sees it fail deals
+ * with what it may have left (the gateway retires the producer, src/gateway/kafka-writer.ts; the
+ * consumer does not commit past an event whose write failed).
+ */
+const BOUNDED_RETRIES_WARNING = 'Limiting retries for the idempotent producer may invalidate EoS guarantees';
+
+/**
+ * The pino level of one of kafkajs' log lines: info and below become debug (kafkajs is chatty), and so
+ * do a request refused with a protocol error kafkajs recovers from and the bounded-retries warning,
+ * which would otherwise show as errors and warnings on every start and rebalance.
+ */
+export function kafkajsLogLevel(level: number, log: { message?: unknown; error?: unknown }): LogLevel {
+  const pinoLevel = LEVELS[level] ?? 'debug';
+  if (pinoLevel === 'info') return 'debug';
+  if (pinoLevel === 'error' && typeof log.error === 'string' && ROUTINE_PROTOCOL_ERRORS.has(log.error))
+    return 'debug';
+  if (pinoLevel === 'warn' && log.message === BOUNDED_RETRIES_WARNING) return 'debug';
+  return pinoLevel;
+}
+
+/** Routes kafkajs's own log lines into pino, at the level {@link kafkajsLogLevel} gives. */
 function pinoLogCreator(logger: Logger): logCreator {
   return () =>
     ({ level, log }) => {
       const { message, ...extra } = log;
-      const pinoLevel = LEVELS[level] ?? 'debug';
-      logger[pinoLevel === 'info' ? 'debug' : pinoLevel]({ kafkajs: extra }, message);
+      logger[kafkajsLogLevel(level, log)]({ kafkajs: extra }, message);
     };
 }
 
