@@ -22,8 +22,9 @@ export interface FcmFailure {
   /** The socket or TLS error code underneath a network failure (ECONNRESET, ETIMEDOUT, a certificate error…). */
   networkCode?: string;
   /**
-   * `device` when a `google.rpc.QuotaFailure` detail of the answer names the quota as one device's
-   * message rate (see {@link isDeviceQuotaViolation}); absent otherwise (project quota, overload).
+   * `device` when the answer names the quota as one device's message rate: a `google.rpc.QuotaFailure`
+   * detail (see {@link isDeviceQuotaViolation}), the error's message, or the legacy device-rate error
+   * code; absent otherwise (project quota, overload).
    */
   quotaScope?: 'device';
 }
@@ -43,10 +44,13 @@ const BY_CODE: Record<string, { kind: Kind; throttled?: boolean }> = {
   // Something in the message itself (or a malformed token: see below).
   INVALID_ARGUMENT: { kind: 'rejected' },
   // 429: the project's quota (per minute, minutes not aligned to the clock), overload, or one device's
-  // message rate. Only the last is narrower than the fleet, and only the error's QuotaFailure detail
-  // says so (see classifyFcmFailure).
+  // message rate. Only the last is narrower than the fleet, and only the answer says so (see
+  // readErrorBody).
   QUOTA_EXCEEDED: { kind: 'retry', throttled: true },
   RESOURCE_EXHAUSTED: { kind: 'retry', throttled: true },
+  // The legacy API's name for one device's message rate, which firebase-admin still maps: that device's.
+  DEVICE_MESSAGE_RATE_EXCEEDED: { kind: 'retry', throttled: true },
+  DeviceMessageRateExceeded: { kind: 'retry', throttled: true },
   UNAVAILABLE: { kind: 'retry' },
   INTERNAL: { kind: 'retry' },
   UNSPECIFIED_ERROR: { kind: 'retry' },
@@ -213,7 +217,21 @@ function readErrorBody(data: unknown, token: string | undefined): BodyFields {
         out.quotaScope = 'device';
     }
   }
+  if (out.fcmErrorCode !== undefined && DEVICE_RATE_CODES.has(out.fcmErrorCode)) out.quotaScope = 'device';
+  if (out.message !== undefined && speaksOfADevice(out.message)) out.quotaScope = 'device';
   return out;
+}
+
+/** Error codes that name one device's message rate (the legacy API's, still in firebase-admin's table). */
+const DEVICE_RATE_CODES = new Set(['DEVICE_MESSAGE_RATE_EXCEEDED', 'DeviceMessageRateExceeded']);
+
+/**
+ * Whether a text speaks of one device: the word `device` (FCM's ErrorCode reference calls that cause
+ * "Device message rate exceeded"; a project's quota is worded in terms of the project and its requests).
+ * Only read for a throttle: `quotaScope` decides nothing else.
+ */
+function speaksOfADevice(text: string): boolean {
+  return /\bdevice\b/i.test(text);
 }
 
 export const FCM_ERROR_TYPE = 'type.googleapis.com/google.firebase.fcm.v1.FcmError';
@@ -230,7 +248,7 @@ export function isDeviceQuotaViolation(violation: unknown, token?: string): bool
   if (typeof violation !== 'object' || violation === null) return false;
   const { subject, description } = violation as { subject?: unknown; description?: unknown };
   if (token && typeof subject === 'string' && namesToken(subject, token)) return true;
-  return [subject, description].some((text) => typeof text === 'string' && /\bdevice\b/i.test(text));
+  return [subject, description].some((text) => typeof text === 'string' && speaksOfADevice(text));
 }
 
 /** `token`, `…/token` or `…:token` (a resource name or a `kind:value` pair), never a mere substring. */

@@ -295,7 +295,7 @@ describe('FCM classification', () => {
     );
     expect(project.quotaScope).toBeUndefined();
     expect(classifyFcmFailure(project, NOW)).toMatchObject({ throttled: true, scope: 'fleet' });
-    // A "device" elsewhere than in a QuotaFailure (the message, an unrelated detail) proves nothing.
+    // A "device" in an unrelated detail proves nothing.
     const elsewhere = describeFcmError(
       answer([fcmError, { '@type': 'type.googleapis.com/google.rpc.Help', description: 'device' }]),
     );
@@ -303,6 +303,55 @@ describe('FCM classification', () => {
     expect(
       describeFcmError(answer([fcmError, quota({ subject: 'devices-ish' })])).quotaScope,
     ).toBeUndefined();
+  });
+
+  it("reads a device message rate off the error's message or the legacy device-rate code", () => {
+    const answer = (message: string, errorCode = 'QUOTA_EXCEEDED') =>
+      describeFcmError(
+        Object.assign(new Error(message), {
+          code: 'messaging/message-rate-exceeded',
+          httpResponse: {
+            status: 429,
+            headers: {},
+            data: {
+              error: {
+                code: 429,
+                message,
+                status: 'RESOURCE_EXHAUSTED',
+                details: [{ '@type': 'type.googleapis.com/google.firebase.fcm.v1.FcmError', errorCode }],
+              },
+            },
+          },
+        }),
+      );
+    // FCM's ErrorCode reference names this cause "Device message rate exceeded".
+    const device = answer('Device message rate exceeded.');
+    expect(device.quotaScope).toBe('device');
+    expect(classifyFcmFailure(device, NOW)).toMatchObject({
+      kind: 'retry',
+      reason: 'QUOTA_EXCEEDED: device message rate',
+      throttled: true,
+      scope: 'device',
+    });
+    expect(answer('Too many messages sent to this device.').quotaScope).toBe('device');
+    const legacy = answer('Rate exceeded.', 'DEVICE_MESSAGE_RATE_EXCEEDED');
+    expect(classifyFcmFailure(legacy, NOW)).toMatchObject({
+      kind: 'retry',
+      throttled: true,
+      scope: 'device',
+    });
+    // The project's quota, as Google's quota system words it, and overload: the fleet's.
+    for (const message of [
+      "Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service 'fcm.googleapis.com' for consumer 'project_number:123'.",
+      'Message rate exceeded.',
+      'Topic message rate exceeded.',
+      'The service is currently overloaded.',
+      'Resource has been exhausted (e.g. check quota).',
+    ]) {
+      const failure = answer(message);
+      expect(failure.quotaScope, message).toBeUndefined();
+      expect(classifyFcmFailure(failure, NOW), message).toMatchObject({ throttled: true, scope: 'fleet' });
+    }
   });
 
   it('finds the socket error code under a network failure', () => {
