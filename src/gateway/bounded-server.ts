@@ -1,4 +1,4 @@
-import { type ServerResponse, STATUS_CODES } from 'node:http';
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 
@@ -70,6 +70,22 @@ export function boundedFastify(
       error: 'bad-request',
       message: 'an HTTP/1.1 request needs a Host header field (RFC 9112 §3.2)',
     });
+  });
+  // Node hands the socket of a CONNECT request to a 'connect' listener and, with none, closes it without
+  // a word. Nothing here tunnels, so the method is refused like any other this API does not take.
+  app.server.on('connect', (_request: IncomingMessage, socket: Duplex) => {
+    socket.on('error', () => socket.destroy());
+    if (answered.has(socket)) return;
+    answered.add(socket);
+    socket.pause();
+    void responsesInFlight(socket, l.requestTimeoutMs).then(() =>
+      answerAndClose(
+        socket,
+        405,
+        { error: 'method-not-allowed', message: 'CONNECT is not supported: this API takes POST only' },
+        { Allow: 'POST' },
+      ),
+    );
   });
   const sockets = new Set<Duplex>();
   app.server.on('connection', (socket: Duplex) => {
@@ -173,10 +189,24 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex, lim
       : error.code === 'HPE_HEADER_OVERFLOW'
         ? [431, { error: 'headers-too-large', message: 'the request headers are larger than 16 KiB' }]
         : [400, { error: 'bad-request', message: 'not a well-formed HTTP/1.1 request' }];
+  answerAndClose(socket, status, body, {}, error);
+}
+
+/** Writes one answer in the API's error shape straight to the socket, then closes the connection. */
+function answerAndClose(
+  socket: Duplex,
+  status: number,
+  body: { error: string; message: string },
+  headers: Record<string, string>,
+  error?: Error,
+): void {
   const json = JSON.stringify(body);
+  const extra = Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
   if (socket.writable) {
     socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${extra}Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
     );
   }
   socket.destroy(error);
