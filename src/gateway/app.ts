@@ -383,7 +383,7 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
           ? {
               error: 'outcome-unknown',
               message:
-                'Kafka did not acknowledge the events in time: they may or may not have been written. Retrying with the same event ids (listed in ids) is safe: an id is pushed at most once',
+                'Kafka did not acknowledge the events (it answered with an error, or not in time): they may or may not have been written. Retrying with the same event ids (listed in ids) is safe: an id is pushed at most once',
               ids,
             }
           : {
