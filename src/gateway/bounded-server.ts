@@ -64,6 +64,19 @@ export function boundedFastify(
   app.server.maxConnections = l.maxConnections;
   // RFC 9112 §3.2: "A server MUST respond with a 400 (Bad Request) status code to any HTTP/1.1 request
   // message that lacks a Host header field".
+  // RFC 9112 §6.1: "A server that receives a request message with a transfer coding it does not
+  // understand SHOULD respond with 501". Node decodes chunked only and would hand the rest on as it is.
+  app.addHook('onRequest', (request, reply, done) => {
+    const coding = unsupportedTransferCoding(request.headers['transfer-encoding']);
+    if (coding === undefined) return done();
+    void reply
+      .code(501)
+      .header('connection', 'close')
+      .send({
+        error: 'not-implemented',
+        message: `transfer coding "${coding}" is not supported: send the body as it is, chunked or with Content-Length`,
+      });
+  });
   app.addHook('onRequest', (request, reply, done) => {
     if (request.raw.httpVersion !== '1.1' || request.headers.host !== undefined) return done();
     void reply.code(400).header('connection', 'close').send({
@@ -135,6 +148,20 @@ function holdsWork(socket: Duplex): boolean {
     if (response.req.complete && !response.writableFinished) return true;
   }
   return false;
+}
+
+/**
+ * The first coding other than `chunked` in a Transfer-Encoding field, if any (empty list elements are
+ * ignored, RFC 9110 §5.6.1); named only when it is a short token, so an answer never echoes odd bytes.
+ */
+function unsupportedTransferCoding(field: string | undefined): string | undefined {
+  if (field === undefined) return undefined;
+  for (const coding of field.split(',')) {
+    const name = coding.trim().toLowerCase();
+    if (name === '' || name === 'chunked') continue;
+    return /^[a-z0-9!#$%&'*+.^_`|~-]{1,32}$/.test(name) ? name : '(unnamed)';
+  }
+  return undefined;
 }
 
 /** Each app's open connections. */

@@ -93,6 +93,9 @@ export function openApiDocument(options: OpenApiOptions): Json {
               'The body is not `application/json` in UTF-8 (a `charset` other than `utf-8`), or it is compressed (`error: unsupported-content-encoding`, with `Accept-Encoding: identity`): send it uncompressed.',
             ),
             '408': problem('The headers and body did not all arrive in time; the connection is closed.'),
+            '501': problem(
+              'A `Transfer-Encoding` coding other than `chunked` (`gzip, chunked`); the connection is closed. Send the body uncoded, chunked or with `Content-Length`.',
+            ),
             '429': problem(
               'The tenant is above its admission limit (every request costs one unit before its body is read, invalid ones included); retry after `Retry-After` seconds.',
               { 'Retry-After': { $ref: '#/components/headers/Retry-After' } },

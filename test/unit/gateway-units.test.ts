@@ -364,6 +364,7 @@ describe('gateway: OpenAPI document', () => {
       '413',
       '415',
       '429',
+      '501',
       '503',
     ]);
     // The admin routes are served on the admin port, so the API's document does not list them.
