@@ -4,14 +4,16 @@ import type { TenantLimit } from './config.ts';
 /**
  * Per-tenant admission: each tenant's events draw from its own token bucket in Redis, shared by every
  * gateway replica (so the limit holds at any replica count). One token is one event: a batch of 100
- * costs 100. The buckets are named `gateway:tenant:<tenant>`, a hash tag of their own, so they never
- * share a key (or a Redis Cluster slot's script call) with the consumer's provider buckets
- * (`fcm`, `fcm:tenant:<tenant>`, …), which limit delivery, not admission.
+ * costs 100. The buckets are named `gateway.<tenant>`: the whole name is the key's hash tag, so on a
+ * Redis Cluster the tenants' buckets spread over the slots (every admission is one script call on one
+ * tenant's bucket, so nothing needs two tenants in one slot), and none shares a key or a slot's script
+ * call with the consumer's provider buckets (`fcm`, `fcm:tenant:<tenant>`, …), which limit delivery,
+ * not admission.
  */
 
 /** The bucket name of a tenant's admission limit. */
 export function admissionBucketName(tenant: string): string {
-  return `gateway:tenant:${tenant}`;
+  return `gateway.${tenant}`;
 }
 
 /** The answer to an admission request. */

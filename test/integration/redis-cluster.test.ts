@@ -125,10 +125,10 @@ describe('the limiter on a Redis Cluster', () => {
 });
 
 describe('the gateway on a Redis Cluster', () => {
-  it('holds a tenant to its admission limit through the Cluster client, the bucket in the cluster', async () => {
-    const key = 'key-acme-cluster-0123456789';
+  it("holds each tenant to its admission limit through the Cluster client, each tenant's bucket in a slot of its own", async () => {
+    const keys = { 'key-acme-cluster-0123456789': 'acme', 'key-globex-cluster-0123456789': 'globex' };
     const gw = await startTestGateway({
-      keys: { [key]: 'acme' },
+      keys,
       env: {
         REDIS_CLUSTER_NODES: inject('redisClusterNodes'),
         AQUEDUCT_TENANT_RATE: '0.5',
@@ -136,11 +136,17 @@ describe('the gateway on a Redis Cluster', () => {
       },
     });
     try {
-      const events = (n: number) => Array.from({ length: n }, (_, i) => sampleEvent(`acme-cluster-${i}`));
-      expect((await gw.post({ events: events(5) }, { key })).status).toBe(202);
-      expect((await gw.post({ events: events(2) }, { key })).status).toBe(429);
-      const buckets = await keysOnMasters('aqt-gw-*:{gateway}:bucket:tenant:acme');
-      expect(buckets.length).toBeGreaterThanOrEqual(1);
+      const slots = new Set<number>();
+      for (const [key, tenant] of Object.entries(keys)) {
+        const events = (n: number) =>
+          Array.from({ length: n }, (_, i) => sampleEvent(`${tenant}-cluster-${i}`));
+        expect((await gw.post({ events: events(5) }, { key })).status).toBe(202);
+        expect((await gw.post({ events: events(2) }, { key })).status).toBe(429);
+        const buckets = await keysOnMasters(`aqt-gw-*:{gateway.${tenant}}:bucket`);
+        expect(buckets.length).toBeGreaterThanOrEqual(1);
+        for (const [master, bucket] of buckets) slots.add(Number(await master.cluster('KEYSLOT', bucket)));
+      }
+      expect(slots.size).toBe(2);
     } finally {
       await gw.close();
     }

@@ -22,6 +22,7 @@ import {
 import { prepareBody } from '../../src/gateway/events.ts';
 import { openApiDocument } from '../../src/gateway/openapi.ts';
 import { callerContext, gatewaySampler, w3cTraceContext } from '../../src/gateway/tracing.ts';
+import { bucketTag } from '../../src/limiter/keys.ts';
 import { messageKey } from '../../src/publish/publisher.ts';
 
 const event = (extra: Record<string, unknown> = {}) => ({
@@ -261,8 +262,10 @@ describe('gateway: rate-limit fields', () => {
     expect(policyHeaders(null)).toEqual({});
   });
 
-  it('keeps admission buckets under a tag of their own, apart from the providers', () => {
-    expect(admissionBucketName('acme')).toBe('gateway:tenant:acme');
+  it("keeps each tenant's admission bucket under a hash tag of its own, apart from the providers", () => {
+    expect(admissionBucketName('acme')).toBe('gateway.acme');
+    expect(bucketTag(admissionBucketName('acme'))).toBe('gateway.acme');
+    expect(bucketTag(admissionBucketName('globex'))).not.toBe(bucketTag(admissionBucketName('acme')));
   });
 });
 
