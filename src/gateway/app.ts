@@ -388,7 +388,7 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
             }
           : {
               error: 'unavailable',
-              message: 'Kafka could not be reached; nothing was written. Retry after Retry-After',
+              message: `${error.refusal ? `Kafka refused the write: ${error.refusal}` : 'Kafka could not be reached'}; nothing was written. Retry after Retry-After`,
               ids,
             },
         { ...limitHeaders, 'retry-after': options.retryAfterSeconds },

@@ -9,9 +9,19 @@ export class KafkaUnavailableError extends Error {
    * same. False when they were never sent (no connection, or still queued at the deadline).
    */
   readonly outcomeUnknown: boolean;
-  constructor(topic: string, message: string, options?: { cause?: unknown; outcomeUnknown?: boolean }) {
+  /**
+   * Why Kafka refused the write outright, when it did (`topic "x" does not exist`): then nothing was
+   * written, and the cause is one an operator must remove rather than one that passes by itself.
+   */
+  readonly refusal: string | undefined;
+  constructor(
+    topic: string,
+    message: string,
+    options?: { cause?: unknown; outcomeUnknown?: boolean; refusal?: string },
+  ) {
     super(`Kafka write to ${topic} failed: ${message}`, options);
     this.topic = topic;
     this.outcomeUnknown = options?.outcomeUnknown ?? false;
+    this.refusal = options?.refusal;
   }
 }

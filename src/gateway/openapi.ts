@@ -101,7 +101,7 @@ export function openApiDocument(options: OpenApiOptions): Json {
               { 'Retry-After': { $ref: '#/components/headers/Retry-After' } },
             ),
             '503': problem(
-              "`error: unavailable`: Kafka (or the limiter's Redis) could not be reached; nothing was accepted. `error: outcome-unknown`: the events were sent but Kafka did not acknowledge them (an error answer after retries, or none in time), so they may or may not have been written; retrying with the same event ids (listed in `ids`) is safe, an id is pushed at most once.",
+              "`error: unavailable`: Kafka (or the limiter's Redis) could not be reached, or Kafka refused the write outright (the topic does not exist, or the gateway may not write to it); nothing was accepted. `error: outcome-unknown`: the events were sent but Kafka did not acknowledge them (an error answer after retries, or none in time), so they may or may not have been written; retrying with the same event ids (listed in `ids`) is safe, an id is pushed at most once.",
               { 'Retry-After': { $ref: '#/components/headers/Retry-After' } },
             ),
           },

@@ -191,17 +191,19 @@ export class ProducerLane {
         ok: true,
       });
     } catch (error) {
+      const refusal = writeRefusal(error, this.topic);
       const failure = new KafkaUnavailableError(
         this.topic,
-        error instanceof KafkaUnavailableError
-          ? error.message.replace(/^Kafka write to .*? failed: /, '')
-          : summary(error).message,
-        { cause: error, outcomeUnknown: sending },
+        refusal ??
+          (error instanceof KafkaUnavailableError
+            ? error.message.replace(/^Kafka write to .*? failed: /, '')
+            : summary(error).message),
+        refusal ? { cause: error, refusal } : { cause: error, outcomeUnknown: sending },
       );
       this.healthy = false;
       if (producer) this.retire(producer);
       this.logger?.warn(
-        { err: summary(error), events: messages.length },
+        { err: summary(refusal ? failure : error), events: messages.length },
         'Kafka write failed; answering 503',
       );
       for (const pending of batch) {
@@ -287,6 +289,28 @@ function byteLength(value: Message['value'] | Message['key']): number {
 
 function elapsed(started: bigint): number {
   return Number(process.hrtime.bigint() - started) / 1e9;
+}
+
+/**
+ * Kafka's refusals of the topic itself, by kafkajs' protocol error type: the write was refused before
+ * anything was appended (the topic's metadata or the produce answer said so), so nothing was written.
+ */
+const TOPIC_REFUSALS = new Map<string, (topic: string) => string>([
+  ['UNKNOWN_TOPIC_OR_PARTITION', (topic) => `topic "${topic}" does not exist`],
+  ['TOPIC_AUTHORIZATION_FAILED', (topic) => `not authorized to write to topic "${topic}"`],
+  ['INVALID_TOPIC_EXCEPTION', (topic) => `"${topic}" is not a valid topic name`],
+]);
+
+/**
+ * The refusal behind a failed send (kafkajs wraps the broker's answer in its retry error, as `cause`),
+ * or undefined when the failure says nothing definite (a timeout, a lost connection).
+ */
+function writeRefusal(error: unknown, topic: string): string | undefined {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const refusal = TOPIC_REFUSALS.get(String((e as { type?: unknown }).type));
+    if (refusal) return refusal(topic);
+  }
+  return undefined;
 }
 
 function summary(error: unknown): { name: string; message: string } {

@@ -48,7 +48,7 @@ describe('a verb pointed at a topic that does not exist', () => {
 });
 
 describe('aqueduct serve pointed at a topic that does not exist', () => {
-  it('logs an error naming the topic, answers 503 and is not ready', async () => {
+  it('logs an error naming the topic, answers 503 unavailable naming it, and is not ready', async () => {
     const topic = `test-nosuch-${randomUUID().slice(0, 8)}`;
     const key = 'k-missing-topic-test';
     const child = spawn(process.execPath, [CLI, 'serve'], {
@@ -95,6 +95,10 @@ describe('aqueduct serve pointed at a topic that does not exist', () => {
         }),
       });
       expect(answer.status).toBe(503);
+      // Refused outright, so nothing was written: not the outcome-unknown of a write left unanswered.
+      const body = (await answer.json()) as { error: string; message: string };
+      expect(body.error).toBe('unavailable');
+      expect(body.message).toContain(`Kafka refused the write: topic "${topic}" does not exist`);
       expect((await fetch(`${adminUrl}/readyz`)).status).toBe(503);
     } finally {
       child.kill('SIGKILL');
