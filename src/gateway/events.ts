@@ -110,7 +110,9 @@ export function prepareBody(body: unknown, options: PrepareOptions): PreparedBod
     let candidate: JsonObject = raw;
     if (candidate.id === undefined) candidate = { id: newId(), ...candidate };
     if (candidate.tenant === undefined) candidate = { ...candidate, tenant: options.tenant };
-    const value = JSON.stringify(candidate);
+    const value = jsonOf(candidate);
+    if (value === undefined)
+      return reject(400, 'invalid-event', `${where(index) || '(event)'}: JSON nested too deeply`);
     const bytes = Buffer.byteLength(value);
     if (bytes > maxEventBytes) {
       return reject(
@@ -142,6 +144,20 @@ export function prepareBody(body: unknown, options: PrepareOptions): PreparedBod
     events.push({ id, key: messageKey(parsed.data), value, event: parsed.data });
   }
   return { ok: true, events, batch };
+}
+
+/**
+ * The JSON text of a parsed event, or undefined when it is nested too deeply to write back: the
+ * parser reads any depth a body can hold, JSON.stringify recurses and runs out of stack (a RangeError)
+ * some thousands of levels down, and no valid event nests deeper than two.
+ */
+function jsonOf(candidate: JsonObject): string | undefined {
+  try {
+    return JSON.stringify(candidate);
+  } catch (error) {
+    if (error instanceof RangeError) return undefined;
+    throw error;
+  }
 }
 
 function prefix(where: string): string {

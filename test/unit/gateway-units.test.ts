@@ -132,6 +132,15 @@ describe('gateway: preparing a body', () => {
       'payload-too-large',
       "events[0]: FCM's payload (keys and values) would be 5",
     ],
+    [
+      'an event nested deeper than JSON.stringify can write back (a 1 MiB body can nest 500 000 levels)',
+      {
+        events: [event(), event({ data: { k: JSON.parse(`${'['.repeat(200_000)}${']'.repeat(200_000)}`) } })],
+      },
+      400,
+      'invalid-event',
+      'events[1]: JSON nested too deeply',
+    ],
   ])('refuses %s, naming the problem', (_name, body, status, error, message) => {
     const prepared = prepareBody(body, options);
     expect(prepared.ok).toBe(false);
