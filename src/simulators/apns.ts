@@ -5,7 +5,7 @@ import { type ProviderTokenOptions, providerTokenChecker } from './apns-auth.ts'
 import { APNS_ID, validatePush } from './apns-validation.ts';
 import { generateCertificate } from './certs.ts';
 import { handleControl } from './control.ts';
-import { later, SimulatorCore } from './core.ts';
+import { coreControls, later, SimulatorCore } from './core.ts';
 import { closeServer, listen, readBody, urlHost } from './net.ts';
 import type { RunningSimulator, SimulatorOptions } from './simulator.ts';
 
@@ -175,15 +175,8 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
     statsPort,
     caPem: certificate.certPem,
     statsUrl: statsPort === undefined ? `${url}/stats` : `http://${urlHost(host)}:${statsPort}/stats`,
-    stats: () => ({ ...core.stats }),
-    records: () => core.records(),
-    admissions: () => core.admissions(),
-    throttles: () => core.throttles(),
+    ...coreControls(core),
     tlsConnections: () => tlsConnections,
-    faults: () => core.faults,
-    setFaults: (update) => core.setFaults(update),
-    reset: (limits) => core.reset(limits),
-    setLimits: (limits) => core.setLimits(limits),
     env: (caFile) => ({ APNS_ENDPOINT: url, APNS_CA_FILE: caFile }),
     close: async () => {
       await Promise.all([closeServer(server), statsServer ? closeServer(statsServer) : undefined]);

@@ -1,5 +1,11 @@
 import { defaultFaults, mergeFaults, type SimulatorFaults } from './faults.ts';
-import { DEFAULT_BURST, DEFAULT_RATE, type SimulatorLimits, type SimulatorOptions } from './simulator.ts';
+import {
+  DEFAULT_BURST,
+  DEFAULT_RATE,
+  type RunningSimulator,
+  type SimulatorLimits,
+  type SimulatorOptions,
+} from './simulator.ts';
 import { type AcceptedRecord, emptyStats, type SimulatorStats, type ThrottleRecord } from './stats.ts';
 import { TokenBucket } from './token-bucket.ts';
 
@@ -256,6 +262,26 @@ function deviceLimitOf(
 }
 
 /** Runs an answer now, or after the slow fault's delay when the dice say so. */
+/** What a running simulator exposes of its core: the same for both providers. */
+export type CoreControls = Pick<
+  RunningSimulator,
+  'stats' | 'records' | 'admissions' | 'throttles' | 'faults' | 'setFaults' | 'reset' | 'setLimits'
+>;
+
+/** The controls of {@link CoreControls} over `core`. */
+export function coreControls(core: SimulatorCore): CoreControls {
+  return {
+    stats: () => ({ ...core.stats }),
+    records: () => core.records(),
+    admissions: () => core.admissions(),
+    throttles: () => core.throttles(),
+    faults: () => core.faults,
+    setFaults: (update) => core.setFaults(update),
+    reset: (limits) => core.reset(limits),
+    setLimits: (limits) => core.setLimits(limits),
+  };
+}
+
 export function later(core: SimulatorCore, answer: () => void): void {
   const delay = core.delay();
   if (delay === 0) answer();

@@ -5,7 +5,7 @@ import { FCM_ERROR_TYPE, QUOTA_FAILURE_TYPE } from '../providers/fcm-classificat
 import { LOCAL_FCM_ACCESS_TOKEN } from '../providers/index.ts';
 import { generateCertificate } from './certs.ts';
 import { handleControl } from './control.ts';
-import { later, SimulatorCore } from './core.ts';
+import { coreControls, later, SimulatorCore } from './core.ts';
 import { closeServer, listen, MAX_BODY_BYTES, readBody, urlHost } from './net.ts';
 import type { RunningSimulator, SimulatorOptions } from './simulator.ts';
 
@@ -151,15 +151,8 @@ export async function startFcmSimulator(options: FcmSimulatorOptions = {}): Prom
     projectId,
     caPem: certificate.certPem,
     statsUrl: `${url}/stats`,
-    stats: () => ({ ...core.stats }),
-    records: () => core.records(),
-    admissions: () => core.admissions(),
-    throttles: () => core.throttles(),
+    ...coreControls(core),
     tlsConnections: () => tlsConnections,
-    faults: () => core.faults,
-    setFaults: (update) => core.setFaults(update),
-    reset: (limits) => core.reset(limits),
-    setLimits: (limits) => core.setLimits(limits),
     env: (caFile) => ({ FCM_ENDPOINT: url, FCM_CA_FILE: caFile, FCM_PROJECT_ID: projectId }),
     close: () => closeServer(server),
   };
