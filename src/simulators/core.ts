@@ -261,7 +261,6 @@ function deviceLimitOf(
   return limit;
 }
 
-/** Runs an answer now, or after the slow fault's delay when the dice say so. */
 /** What a running simulator exposes of its core: the same for both providers. */
 export type CoreControls = Pick<
   RunningSimulator,
@@ -282,6 +281,7 @@ export function coreControls(core: SimulatorCore): CoreControls {
   };
 }
 
+/** Runs an answer now, or after the slow fault's delay when the dice say so. */
 export function later(core: SimulatorCore, answer: () => void): void {
   const delay = core.delay();
   if (delay === 0) answer();
