@@ -327,8 +327,14 @@ export const configSchema = z.object({
     .string()
     .url()
     .optional()
-    .describe('Send FCM requests to this https://host:port instead of Google (simulators, proxies).'),
-  FCM_CA_FILE: z.string().min(1).optional().describe('PEM file of a CA to trust for FCM_ENDPOINT.'),
+    .describe(
+      'Send FCM requests to this https://host:port instead of Google (simulators, proxies); http:// for plain text to a TLS-originating sidecar.',
+    ),
+  FCM_CA_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('PEM file of a CA to trust for an https:// FCM_ENDPOINT.'),
   GOOGLE_APPLICATION_CREDENTIALS: z
     .string()
     .min(1)
@@ -343,8 +349,14 @@ export const configSchema = z.object({
     .string()
     .url()
     .optional()
-    .describe('Send APNs requests to this https://host:port instead of Apple.'),
-  APNS_CA_FILE: z.string().min(1).optional().describe('PEM file of a CA to trust for APNS_ENDPOINT.'),
+    .describe(
+      'Send APNs requests to this https://host:port instead of Apple; http:// for plain-text HTTP/2 to a TLS-originating sidecar.',
+    ),
+  APNS_CA_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('PEM file of a CA to trust for an https:// APNS_ENDPOINT.'),
 
   LOG_LEVEL: z
     .enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'])

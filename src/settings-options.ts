@@ -5,6 +5,7 @@ import type { KafkaSecurityOptions } from './kafka/security.ts';
 import type { TopicDurability } from './kafka/topics.ts';
 import {
   type ApnsProviderOptions,
+  type Endpoint,
   type FcmProviderOptions,
   LOCAL_APNS_KEY_ID,
   LOCAL_APNS_TEAM_ID,
@@ -194,12 +195,29 @@ export function fcmProviderOptions(
   const caFile = nonEmpty(settings.FCM_CA_FILE);
   return {
     ...(projectId ? { projectId } : {}),
-    ...(endpointUrl ? { endpoint: parseEndpoint('fcm', endpointUrl, 'FCM_ENDPOINT') } : {}),
+    ...(endpointUrl ? { endpoint: overrideEndpoint('fcm', endpointUrl, caFile) } : {}),
     ...(credentialsFile ? { serviceAccountFile: credentialsFile } : {}),
     ...(endpointUrl && !credentialsFile ? { accessToken: LOCAL_FCM_ACCESS_TOKEN } : {}),
     ...(caFile ? { caPem: readPem('fcm', caFile, 'FCM_CA_FILE') } : {}),
     ...(tuning.maxInFlight ? { maxInFlight: tuning.maxInFlight } : {}),
   };
+}
+
+/**
+ * FCM_ENDPOINT or APNS_ENDPOINT, parsed. A CA file says whom to trust over TLS, so next to a plain-text
+ * endpoint it is a mistake in the settings (a forgotten https://, most likely), not something to ignore.
+ */
+function overrideEndpoint(platform: Platform, url: string, caFile: string | undefined): Endpoint {
+  const prefix = platform === 'fcm' ? 'FCM' : 'APNS';
+  const endpoint = parseEndpoint(platform, url, `${prefix}_ENDPOINT`);
+  if (endpoint.scheme === 'http' && caFile) {
+    throw new ProviderConfigError(
+      platform,
+      `${prefix}_CA_FILE is set but ${prefix}_ENDPOINT is a plain-text http:// URL: use https:// or unset ${prefix}_CA_FILE`,
+      { setting: `${prefix}_CA_FILE` },
+    );
+  }
+  return endpoint;
 }
 
 /**
@@ -236,12 +254,13 @@ export function apnsProviderOptions(
     keyFile && keyId && teamId
       ? { keyPem: readPem('apns', keyFile, 'APNS_KEY_FILE'), keyId, teamId }
       : { keyPem: throwAwaySigningKey(), keyId: LOCAL_APNS_KEY_ID, teamId: LOCAL_APNS_TEAM_ID };
+  const endpoint = endpointUrl ? overrideEndpoint('apns', endpointUrl, caFile) : undefined;
   const caPem = caFile ? readPem('apns', caFile, 'APNS_CA_FILE') : undefined;
   return {
     ...key,
     topic: nonEmpty(settings.APNS_TOPIC) ?? 'dev.aqueduct.app',
     production: settings.APNS_PRODUCTION,
-    ...(endpointUrl ? { endpoint: parseEndpoint('apns', endpointUrl, 'APNS_ENDPOINT') } : {}),
+    ...(endpoint ? { endpoint } : {}),
     ...(caPem ? { caPem } : {}),
     ...(tuning.maxInFlight ? { maxInFlight: tuning.maxInFlight } : {}),
     ...(tuning.apnsRequestTimeoutMs ? { requestTimeoutMs: tuning.apnsRequestTimeoutMs } : {}),

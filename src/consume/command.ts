@@ -255,8 +255,10 @@ function startFailure(error: unknown, config: Config): string {
 function providerServers(config: Config): Record<Platform, ProviderServer> {
   const server = (endpoint: string | undefined, fallback: string): ProviderServer => {
     if (!endpoint) return { address: fallback, port: 443 };
+    // Not parseEndpoint: this runs before the providers are built, which refuse a bad endpoint cleanly.
     const url = new URL(endpoint);
-    return { address: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: url.port ? Number(url.port) : 443 };
+    const port = url.port ? Number(url.port) : url.protocol === 'http:' ? 80 : 443;
+    return { address: url.hostname.replace(/^\[(.*)\]$/, '$1'), port };
   };
   return {
     fcm: server(config.FCM_ENDPOINT, 'fcm.googleapis.com'),

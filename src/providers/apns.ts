@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import diagnosticsChannel from 'node:diagnostics_channel';
+import net from 'node:net';
 import apn from '@parse/node-apn';
 import type { NotificationEvent } from '../events/event.ts';
 import { apnsPayload } from '../events/payload.ts';
@@ -22,7 +23,10 @@ export interface ApnsProviderOptions {
   topic: string;
   /** api.push.apple.com when true, api.sandbox.push.apple.com otherwise (APNS_PRODUCTION). */
   production: boolean;
-  /** An APNs HTTP/2 server to use instead of Apple's (APNS_ENDPOINT, already parsed). */
+  /**
+   * An APNs HTTP/2 server to use instead of Apple's (APNS_ENDPOINT, already parsed); over plain text
+   * (HTTP/2 with prior knowledge) when its scheme is `http`.
+   */
   endpoint?: Endpoint;
   /** PEM certificate(s) to trust for TLS (the contents of APNS_CA_FILE); default: Node's CA store. */
   caPem?: string;
@@ -99,7 +103,7 @@ export class ApnsProvider implements PushProvider {
       this.provider = new apn.Provider({
         token: { key: options.keyPem, keyId: options.keyId, teamId: options.teamId },
         production: options.production,
-        ...(options.endpoint ? { address: options.endpoint.host, port: options.endpoint.port } : {}),
+        ...(options.endpoint ? endpointOptions(options.endpoint) : {}),
         ...(options.caPem ? { ca: [options.caPem] } : {}),
         connectionRetryLimit: 0,
         requestTimeout: requestTimeoutMs,
@@ -246,4 +250,19 @@ export function toApnsNotification(
   }
   if (event.collapseKey !== undefined) notification.collapseId = event.collapseKey;
   return notification;
+}
+
+/**
+ * node-apn's options for an endpoint override. node-apn hands its options to `http2.connect`, whose
+ * `createConnection` replaces the TLS connection: for a plain-text endpoint the session runs over a
+ * plain socket (HTTP/2 with prior knowledge).
+ */
+function endpointOptions(endpoint: Endpoint): {
+  address: string;
+  port: number;
+  createConnection?: () => net.Socket;
+} {
+  const { host, port } = endpoint;
+  if (endpoint.scheme === 'https') return { address: host, port };
+  return { address: host, port, createConnection: () => net.connect({ host, port }) };
 }

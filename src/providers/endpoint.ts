@@ -1,53 +1,67 @@
 import https from 'node:https';
-import type { Socket } from 'node:net';
-import { isIP } from 'node:net';
+import net, { isIP, type Socket } from 'node:net';
 import tls from 'node:tls';
 import type { Platform } from '../events/event.ts';
 import { ProviderConfigError } from './errors.ts';
 
 /** Where an endpoint override points: an FCM HTTP v1 or APNs HTTP/2 server other than Google's or Apple's. */
 export interface Endpoint {
+  /**
+   * `https`: TLS, verified. `http`: plain text on the same protocol (HTTP/1.1 for FCM, HTTP/2 with
+   * prior knowledge for APNs), for a sidecar proxy that originates the TLS or a test server. The
+   * requests carry the provider credentials, so plain text belongs on loopback or a pod's own network.
+   */
+  scheme: 'https' | 'http';
   host: string;
   port: number;
   /** TLS SNI and certificate name: the host, unless it is an IP address (SNI carries names only). */
   servername: string | undefined;
 }
 
-/** Parses `https://host[:port]` (FCM_ENDPOINT, APNS_ENDPOINT). Anything else is a configuration error. */
+/**
+ * Parses `https://host[:port]` or `http://host[:port]` (FCM_ENDPOINT, APNS_ENDPOINT). Anything else is
+ * a configuration error.
+ */
 export function parseEndpoint(platform: Platform, value: string, setting: string): Endpoint {
   let url: URL;
   try {
     url = new URL(value);
   } catch (error) {
-    throw new ProviderConfigError(platform, `${setting} is not a URL (expected https://host:port)`, {
-      setting,
-      cause: error,
-    });
-  }
-  if (url.protocol !== 'https:') {
     throw new ProviderConfigError(
       platform,
-      `${setting} must be an https:// URL (both protocols run over TLS)`,
+      `${setting} is not a URL (expected https://host:port or http://host:port)`,
+      {
+        setting,
+        cause: error,
+      },
+    );
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    throw new ProviderConfigError(
+      platform,
+      `${setting} must be an https:// URL (or http:// for a plain-text sidecar or test server)`,
       { setting },
     );
   }
   if ((url.pathname !== '/' && url.pathname !== '') || url.search || url.username || url.password) {
     throw new ProviderConfigError(
       platform,
-      `${setting} must be https://host:port with no path, query or user`,
+      `${setting} must be https://host:port or http://host:port, with no path, query or user`,
       { setting },
     );
   }
+  const scheme = url.protocol === 'https:' ? 'https' : 'http';
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
-  const port = url.port === '' ? 443 : Number(url.port);
-  return { host, port, servername: isIP(host) === 0 ? host : undefined };
+  const port = url.port === '' ? (scheme === 'https' ? 443 : 80) : Number(url.port);
+  return { scheme, host, port, servername: isIP(host) === 0 ? host : undefined };
 }
 
 /**
  * An `https.Agent` for firebase-admin's `httpAgent` option. firebase-admin always addresses
  * `https://fcm.googleapis.com/...`; with an override every connection is dialled to the override
  * instead, verified against `ca` (when given) and the override's own name, so the requests (and their
- * `Host: fcm.googleapis.com` header) reach the other server unchanged. Without an override it is a
+ * `Host: fcm.googleapis.com` header) reach the other server unchanged. For an `http` override the
+ * connection is a plain socket, on which node's https client speaks the same HTTP/1.1. Without an override it is a
  * plain keep-alive agent. Either way `maxSockets` is the number of requests in flight: firebase-admin's
  * HTTP/1.1 transport sends one request per socket and queues the rest in the agent.
  */
@@ -77,6 +91,8 @@ class EndpointOverrideAgent extends https.Agent {
   }
 
   override createConnection(options: tls.ConnectionOptions): Socket {
+    if (this.endpoint.scheme === 'http')
+      return net.connect({ host: this.endpoint.host, port: this.endpoint.port });
     return tls.connect({
       ...options,
       host: this.endpoint.host,

@@ -15,6 +15,7 @@ import {
   tempFiles,
   withPayloadOf,
 } from '../helpers/provider-fixtures.ts';
+import { startTlsSidecar } from '../helpers/tls-sidecar.ts';
 
 const apnsPush = (overrides: Parameters<typeof pushRequest>[0] = {}) =>
   pushRequest({ platform: 'apns', ...overrides });
@@ -355,6 +356,34 @@ describe('APNs provider: credentials', () => {
     } finally {
       await apns.close();
       await sim.close();
+      files.cleanup();
+    }
+  });
+
+  it('speaks HTTP/2 over plain text to an http:// endpoint (a sidecar that originates the TLS)', async () => {
+    const sim = await startApnsSimulator({ keepPayloads: true });
+    const sidecar = await startTlsSidecar({ url: sim.url, caPem: sim.caPem, alpn: 'h2' });
+    const apns = apnsFromSettings({ APNS_ENDPOINT: sidecar.url }, { maxInFlight: 8 });
+    try {
+      const outcomes = await apns.send(Array.from({ length: 20 }, () => apnsPush()));
+      expect(outcomes.map((o) => o.kind)).toEqual(Array(20).fill('delivered'));
+      expect(sim.stats().accepted).toBe(20);
+      // One HTTP/2 session carries them all, through the sidecar.
+      expect(sidecar.connections()).toBe(1);
+    } finally {
+      await apns.close();
+      await sidecar.close();
+      await sim.close();
+    }
+  });
+
+  it('refuses APNS_CA_FILE next to a plain-text http:// endpoint, naming both settings', () => {
+    const files = tempFiles();
+    try {
+      expect(() =>
+        apnsFromSettings({ APNS_ENDPOINT: 'http://127.0.0.1:1', APNS_CA_FILE: files.write('ca.pem', 'x') }),
+      ).toThrow(/APNS_CA_FILE is set but APNS_ENDPOINT is a plain-text http:\/\/ URL/);
+    } finally {
       files.cleanup();
     }
   });

@@ -10,6 +10,7 @@ import {
   tempFiles,
   withPayloadOf,
 } from '../helpers/provider-fixtures.ts';
+import { startTlsSidecar } from '../helpers/tls-sidecar.ts';
 
 // The real firebase-admin client against the in-process FCM simulator: no mocks anywhere.
 describe('FCM provider (firebase-admin) against the FCM simulator', () => {
@@ -272,6 +273,35 @@ describe('FCM provider: credentials and trust', () => {
     } finally {
       await untrusting.close();
       await sim.close();
+    }
+  });
+
+  it('speaks HTTP/1.1 over plain text to an http:// endpoint (a sidecar that originates the TLS)', async () => {
+    const sim = await startFcmSimulator({ keepPayloads: true, projectId: 'p' });
+    const sidecar = await startTlsSidecar({ url: sim.url, caPem: sim.caPem, alpn: 'http/1.1' });
+    const fcm = fcmFromSettings({ FCM_ENDPOINT: sidecar.url, FCM_PROJECT_ID: 'p' }, { maxInFlight: 4 });
+    try {
+      const outcomes = await fcm.send(Array.from({ length: 20 }, () => pushRequest()));
+      expect(outcomes.map((o) => o.kind)).toEqual(Array(20).fill('delivered'));
+      expect(sim.stats().accepted).toBe(20);
+      // Keep-alive connections, at most one per request in flight, reused across the batch.
+      expect(sidecar.connections()).toBeGreaterThan(0);
+      expect(sidecar.connections()).toBeLessThanOrEqual(4);
+    } finally {
+      await fcm.close();
+      await sidecar.close();
+      await sim.close();
+    }
+  });
+
+  it('refuses FCM_CA_FILE next to a plain-text http:// endpoint, naming both settings', () => {
+    const files = tempFiles();
+    try {
+      expect(() =>
+        fcmFromSettings({ FCM_ENDPOINT: 'http://127.0.0.1:1', FCM_CA_FILE: files.write('ca.pem', 'x') }),
+      ).toThrow(/FCM_CA_FILE is set but FCM_ENDPOINT is a plain-text http:\/\/ URL/);
+    } finally {
+      files.cleanup();
     }
   });
 });

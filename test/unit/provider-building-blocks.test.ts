@@ -152,16 +152,19 @@ describe('ConcurrencyLimit', () => {
 describe('endpoint override', () => {
   it('parses https://host:port, IPv4, IPv6 and the default port', () => {
     expect(parseEndpoint('fcm', 'https://fcm-sim:8443', 'FCM_ENDPOINT')).toEqual({
+      scheme: 'https',
       host: 'fcm-sim',
       port: 8443,
       servername: 'fcm-sim',
     });
     expect(parseEndpoint('fcm', 'https://127.0.0.1:9', 'FCM_ENDPOINT')).toEqual({
+      scheme: 'https',
       host: '127.0.0.1',
       port: 9,
       servername: undefined,
     });
     expect(parseEndpoint('apns', 'https://[::1]:8444/', 'APNS_ENDPOINT')).toEqual({
+      scheme: 'https',
       host: '::1',
       port: 8444,
       servername: undefined,
@@ -169,12 +172,26 @@ describe('endpoint override', () => {
     expect(parseEndpoint('apns', 'https://example.test', 'APNS_ENDPOINT').port).toBe(443);
   });
 
-  it.each(['http://fcm-sim:8443', 'fcm-sim:8443', 'https://host:1/v1', 'https://u:p@host:1', 'not a url'])(
-    'refuses %s',
-    (value) => {
-      expect(() => parseEndpoint('fcm', value, 'FCM_ENDPOINT')).toThrow(ProviderConfigError);
-    },
-  );
+  it('parses a plain-text http://host:port (a TLS-originating sidecar), port 80 by default', () => {
+    expect(parseEndpoint('fcm', 'http://127.0.0.1:15001', 'FCM_ENDPOINT')).toEqual({
+      scheme: 'http',
+      host: '127.0.0.1',
+      port: 15001,
+      servername: undefined,
+    });
+    expect(parseEndpoint('apns', 'http://localhost', 'APNS_ENDPOINT').port).toBe(80);
+  });
+
+  it.each([
+    'ftp://fcm-sim:8443',
+    'fcm-sim:8443',
+    'http://host:1/v1',
+    'https://host:1/v1',
+    'https://u:p@host:1',
+    'not a url',
+  ])('refuses %s', (value) => {
+    expect(() => parseEndpoint('fcm', value, 'FCM_ENDPOINT')).toThrow(ProviderConfigError);
+  });
 });
 
 describe('createProviders from the settings', () => {
