@@ -1,8 +1,13 @@
 import https from 'node:https';
-import net, { isIP, type Socket } from 'node:net';
+import net, { isIP } from 'node:net';
+import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Platform } from '../events/event.ts';
 import { ProviderConfigError } from './errors.ts';
+import { bridgeToHttp2 } from './http2-bridge.ts';
+
+/** The authority firebase-admin addresses; an override receives its requests unchanged. */
+const FCM_AUTHORITY = 'fcm.googleapis.com';
 
 /** Where an endpoint override points: an FCM HTTP v1 or APNs HTTP/2 server other than Google's or Apple's. */
 export interface Endpoint {
@@ -60,9 +65,9 @@ export function parseEndpoint(platform: Platform, value: string, setting: string
  * An `https.Agent` for firebase-admin's `httpAgent` option. firebase-admin always addresses
  * `https://fcm.googleapis.com/...`; with an override every connection is dialled to the override
  * instead, verified against `ca` (when given) and the override's own name, so the requests (and their
- * `Host: fcm.googleapis.com` header) reach the other server unchanged. For an `http` override the
- * connection is a plain socket, on which node's https client speaks the same HTTP/1.1. Without an override it is a
- * plain keep-alive agent. Either way `maxSockets` is the number of requests in flight: firebase-admin's
+ * `Host: fcm.googleapis.com` header) reach the other server unchanged; to a server that speaks HTTP/2
+ * only, over the bridge of http2-bridge.ts. For an `http` override the connection is a plain socket, on
+ * which node's https client speaks the same HTTP/1.1. Without an override it is a plain keep-alive agent. Either way `maxSockets` is the number of requests in flight: firebase-admin's
  * HTTP/1.1 transport sends one request per socket and queues the rest in the agent.
  */
 export function createFcmAgent(options: {
@@ -80,9 +85,25 @@ export function createFcmAgent(options: {
   return new EndpointOverrideAgent(agentOptions, endpoint, caPem);
 }
 
+/** TLS's "no application protocol" alert: the server speaks none of the protocols offered in ALPN. */
+const NO_APPLICATION_PROTOCOL = 'ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL';
+
+/** Node's agent callback for a connection made asynchronously: the socket, or the error alone. */
+type OnCreate = (error: Error | null, socket: Duplex) => void;
+
+function failed(onCreate: OnCreate, error: Error): void {
+  (onCreate as (error: Error) => void)(error);
+}
+
 class EndpointOverrideAgent extends https.Agent {
   private readonly endpoint: Endpoint;
   private readonly caPem: string | undefined;
+  /**
+   * What the override speaks over TLS: unknown until a connection tells. HTTP/1.1 is offered first, so
+   * that a server speaking both is used as firebase-admin's transport expects; one that refuses it
+   * (TLS alert `no_application_protocol`) is spoken to in HTTP/2 through {@link bridgeToHttp2}.
+   */
+  private speaks: 'unknown' | 'http/1.1' | 'h2' = 'unknown';
 
   constructor(options: https.AgentOptions, endpoint: Endpoint, caPem: string | undefined) {
     super(options);
@@ -90,16 +111,56 @@ class EndpointOverrideAgent extends https.Agent {
     this.caPem = caPem;
   }
 
-  override createConnection(options: tls.ConnectionOptions): Socket {
+  // Node's agent takes the socket either as the return value or, when that is undefined, through the callback.
+  override createConnection(options: tls.ConnectionOptions, onCreate?: OnCreate): Duplex | undefined {
     if (this.endpoint.scheme === 'http')
       return net.connect({ host: this.endpoint.host, port: this.endpoint.port });
+    if (this.speaks === 'http/1.1' || !onCreate) return this.connect(options, 'http/1.1');
+    if (this.speaks === 'h2') {
+      this.whenSecure(
+        this.connect(options, 'h2'),
+        (error) => failed(onCreate, error),
+        (socket) => onCreate(null, bridgeToHttp2(socket, `https://${FCM_AUTHORITY}`)),
+      );
+      return undefined;
+    }
+    this.whenSecure(
+      this.connect(options, 'http/1.1'),
+      (error) => {
+        if ((error as NodeJS.ErrnoException).code !== NO_APPLICATION_PROTOCOL) return failed(onCreate, error);
+        this.speaks = 'h2';
+        this.createConnection(options, onCreate);
+      },
+      (socket) => {
+        this.speaks = 'http/1.1';
+        onCreate(null, socket);
+      },
+    );
+    return undefined;
+  }
+
+  private connect(options: tls.ConnectionOptions, alpn: 'http/1.1' | 'h2'): tls.TLSSocket {
     return tls.connect({
       ...options,
       host: this.endpoint.host,
       port: this.endpoint.port,
       servername: this.endpoint.servername,
       ...(this.caPem ? { ca: this.caPem } : {}),
-      ALPNProtocols: ['http/1.1'],
+      ALPNProtocols: [alpn],
+    });
+  }
+
+  /** Calls `onSecure` once the handshake is done, or `onError` if the connection fails before that. */
+  private whenSecure(
+    socket: tls.TLSSocket,
+    onError: (error: Error) => void,
+    onSecure: (socket: tls.TLSSocket) => void,
+  ): void {
+    const fail = (error: Error) => onError(error);
+    socket.once('error', fail);
+    socket.once('secureConnect', () => {
+      socket.off('error', fail);
+      onSecure(socket);
     });
   }
 }

@@ -15,6 +15,11 @@ export interface FcmSimulatorOptions extends SimulatorOptions {
   projectId?: string;
   /** With `verifyAuth`, the one bearer token accepted. Default: the token Aqueduct sends to a simulator. */
   accessToken?: string;
+  /**
+   * Whether HTTP/1.1 is served besides HTTP/2, as Google's endpoint does. Default true; false stands in
+   * for a server that speaks HTTP/2 only (its TLS handshake refuses a client that offers only HTTP/1.1).
+   */
+  http1?: boolean;
 }
 
 /** A running FCM simulator. */
@@ -126,7 +131,7 @@ export async function startFcmSimulator(options: FcmSimulatorOptions = {}): Prom
     {
       key: certificate.keyPem,
       cert: certificate.certPem,
-      allowHTTP1: true,
+      allowHTTP1: options.http1 ?? true,
       settings: { maxConcurrentStreams: 1000 },
     },
     handle,

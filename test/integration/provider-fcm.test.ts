@@ -1,6 +1,8 @@
+import https from 'node:https';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { notificationEventSchema } from '../../src/events/event.ts';
 import { EVENT_ID_DATA_KEY } from '../../src/events/payload.ts';
+import { createFcmAgent } from '../../src/providers/endpoint.ts';
 import { FcmProvider, LOCAL_FCM_ACCESS_TOKEN, parseEndpoint } from '../../src/providers/index.ts';
 import { type FcmSimulator, startFcmSimulator } from '../../src/simulators/index.ts';
 import {
@@ -303,5 +305,99 @@ describe('FCM provider: credentials and trust', () => {
     } finally {
       files.cleanup();
     }
+  });
+});
+
+// Google's endpoint speaks HTTP/1.1 and HTTP/2; firebase-admin can be pointed elsewhere only over
+// HTTP/1.1, so for a server that speaks HTTP/2 only the agent carries those requests as HTTP/2 streams.
+describe('FCM provider against a server that speaks HTTP/2 only', () => {
+  let sim: FcmSimulator;
+  let fcm: FcmProvider;
+  const files = tempFiles();
+
+  beforeAll(async () => {
+    sim = await startFcmSimulator({ http1: false, projectId: 'p' });
+    fcm = fcmFromSettings(
+      { FCM_ENDPOINT: sim.url, FCM_CA_FILE: files.write('fcm-h2.pem', sim.caPem), FCM_PROJECT_ID: 'p' },
+      { maxInFlight: 8 },
+    );
+  });
+  afterEach(() => {
+    sim.setFaults({ error500: 0, error503: 0, drop: 0, slow: 0, storm: null });
+    sim.reset();
+  });
+  afterAll(async () => {
+    await fcm.close();
+    await sim.close();
+    files.cleanup();
+  });
+
+  const protocolSeen = async (server: FcmSimulator): Promise<string | false | null> => {
+    const agent = createFcmAgent({
+      endpoint: parseEndpoint('fcm', server.url, 'FCM_ENDPOINT'),
+      caPem: server.caPem,
+      maxInFlight: 1,
+    });
+    try {
+      return await new Promise((resolve, reject) => {
+        https
+          .get('https://fcm.googleapis.com/', { agent }, (response) => {
+            response.resume();
+            const socket = response.socket as { alpnProtocol?: string | false | null };
+            response.once('end', () => resolve(socket.alpnProtocol ?? null));
+          })
+          .once('error', reject);
+      });
+    } finally {
+      agent.destroy();
+    }
+  };
+
+  it('offers HTTP/1.1 first: a server speaking both is spoken to in it, one speaking HTTP/2 only over the bridge', async () => {
+    const both = await startFcmSimulator();
+    try {
+      expect(await protocolSeen(both)).toBe('http/1.1');
+    } finally {
+      await both.close();
+    }
+    // The bridged socket is a pipe inside the process, not the TLS connection: it has no ALPN of its own.
+    expect(await protocolSeen(sim)).toBeNull();
+  });
+
+  it('warms up and delivers, one outcome per push in order, dead tokens reported', async () => {
+    expect(await fcm.warmUp()).toBe(8);
+    const batch = Array.from({ length: 100 }, (_, i) =>
+      pushRequest({ token: i % 10 === 0 ? `dead-${i}` : `tok-${i}` }),
+    );
+    const outcomes = await fcm.send(batch);
+    expect(outcomes.map((o) => o.kind)).toEqual(
+      batch.map((_, i) => (i % 10 === 0 ? 'invalid-token' : 'delivered')),
+    );
+    expect(sim.stats()).toMatchObject({ requests: 100, accepted: 90, invalidTokens: 10 });
+  });
+
+  it('surfaces a 429 with its Retry-After, and a 503, as FCM answered them', async () => {
+    sim.setFaults({ storm: { retryAfterSeconds: 7 } });
+    const [throttled] = await fcm.send([pushRequest()]);
+    expect(throttled).toEqual({
+      kind: 'retry',
+      reason: 'QUOTA_EXCEEDED',
+      throttled: true,
+      scope: 'fleet',
+      httpStatus: 429,
+      retryAfterMs: 7000,
+    });
+    sim.setFaults({ storm: null, error503: 1 });
+    const [unavailable] = await fcm.send([pushRequest()]);
+    expect(unavailable).toEqual({ kind: 'retry', reason: 'UNAVAILABLE', throttled: false, httpStatus: 503 });
+  });
+
+  it('turns a dropped connection into a retry, and the next push gets a fresh one', async () => {
+    sim.setFaults({ drop: 1 });
+    const [outcome] = await fcm.send([pushRequest()]);
+    expect(outcome).toMatchObject({ kind: 'retry', throttled: false });
+    expect(outcome?.kind === 'retry' && outcome.reason).toMatch(/^network: /);
+    sim.setFaults({ drop: 0 });
+    expect((await fcm.send([pushRequest()]))[0]?.kind).toBe('delivered');
   });
 });
