@@ -34,6 +34,7 @@ interface CommonFlags {
 interface FcmFlags extends CommonFlags {
   project?: string;
   accessToken?: string;
+  http2Only?: boolean;
 }
 
 interface ApnsFlags extends CommonFlags {
@@ -58,6 +59,10 @@ export function registerSimulateCommand(program: Command): void {
       '--access-token <token>',
       'with --verify-auth, the bearer token to accept (default: the one Aqueduct sends)',
     )
+    .option(
+      '--http2-only',
+      'refuse HTTP/1.1 (Google speaks both): a stand-in for a server that speaks HTTP/2 only',
+    )
     .action(async (flags: FcmFlags) => {
       checkDeviceFlags(flags);
       await run('fcm', flags, () =>
@@ -65,6 +70,7 @@ export function registerSimulateCommand(program: Command): void {
           ...simulatorOptions(flags),
           ...(flags.project ? { projectId: flags.project } : {}),
           ...(flags.accessToken ? { accessToken: flags.accessToken } : {}),
+          ...(flags.http2Only ? { http1: false } : {}),
         }),
       );
     });

@@ -1,5 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import tls from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
@@ -108,6 +110,38 @@ describe('aqueduct simulate (command line)', () => {
     } finally {
       files.cleanup();
     }
+  });
+
+  it('fcm --http2-only: refuses a handshake that offers HTTP/1.1 alone, and Aqueduct still delivers to it', async () => {
+    const sim = simulate(['fcm', '--port', '0', '--host', '127.0.0.1', '--http2-only', '--quiet']);
+    running.push(sim.child);
+    await sim.until(() => sim.out.filter((line) => line.startsWith('export ')).length === 3);
+    const env = exportsOf(sim.out);
+    const endpoint = new URL(env.FCM_ENDPOINT as string);
+    const handshake = await new Promise<string>((resolve) => {
+      const socket = tls.connect({
+        host: endpoint.hostname,
+        port: Number(endpoint.port),
+        ca: readFileSync(env.FCM_CA_FILE as string),
+        ALPNProtocols: ['http/1.1'],
+      });
+      socket.once('secureConnect', () => {
+        socket.destroy();
+        resolve(`connected: ${socket.alpnProtocol}`);
+      });
+      socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    });
+    expect(handshake).toBe('ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL');
+    const providers = createProviders(providersOptions(loadConfig(env)));
+    try {
+      expect((await providers.fcm.send([pushRequest()])).map((o) => o.kind)).toEqual(['delivered']);
+    } finally {
+      await providers.fcm.close();
+      await providers.apns.close();
+    }
+    sim.child.kill('SIGTERM');
+    expect(await sim.exited).toBe(0);
+    expect(sim.err.at(-1)).toMatch(/fcm simulator stopping: .*"accepted":1/);
   });
 
   it('apns: same, with /stats on the plain-HTTP stats port', async () => {
