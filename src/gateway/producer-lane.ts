@@ -274,7 +274,7 @@ export class ProducerLane {
       this.reconnectTimer = undefined;
       if (this.closed || this.producer) return;
       this.connect().then(
-        () => this.logger?.info('Kafka reachable again'),
+        () => this.logger?.info('Kafka producer connected again'),
         () => this.scheduleReconnect(),
       );
     }, this.reconnectIntervalMs);
