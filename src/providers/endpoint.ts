@@ -85,23 +85,27 @@ export function createFcmAgent(options: {
   return new EndpointOverrideAgent(agentOptions, endpoint, caPem);
 }
 
-/** TLS's "no application protocol" alert: the server speaks none of the protocols offered in ALPN. */
-const NO_APPLICATION_PROTOCOL = 'ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL';
-
-/** Node's agent callback for a connection made asynchronously: the socket, or the error alone. */
-type OnCreate = (error: Error | null, socket: Duplex) => void;
-
-function failed(onCreate: OnCreate, error: Error): void {
-  (onCreate as (error: Error) => void)(error);
+/**
+ * Whether a connection failed on TLS's `no_application_protocol` alert (number 120): the server speaks
+ * none of the protocols offered in ALPN. Node names it by its own code when the handshake fails alone,
+ * and as a write's EPROTO, with OpenSSL's text, when a request was already written to the socket.
+ */
+function refusedProtocol(error: NodeJS.ErrnoException): boolean {
+  return (
+    error.code === 'ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL' ||
+    (error.code === 'EPROTO' && /alert no application protocol|alert number 120\b/.test(error.message))
+  );
 }
 
 class EndpointOverrideAgent extends https.Agent {
   private readonly endpoint: Endpoint;
   private readonly caPem: string | undefined;
   /**
-   * What the override speaks over TLS: unknown until a connection tells. HTTP/1.1 is offered first, so
-   * that a server speaking both is used as firebase-admin's transport expects; one that refuses it
-   * (TLS alert `no_application_protocol`) is spoken to in HTTP/2 through {@link bridgeToHttp2}.
+   * What the override speaks over TLS, as the handshakes so far told. HTTP/1.1 is offered until a
+   * server refuses it (TLS alert `no_application_protocol`): a server speaking both keeps the path
+   * firebase-admin's transport expects, and the requests on the refused connections fail as network
+   * errors (the consumer's warm-up takes that first refusal before any push is sent). From then on
+   * connections offer `h2` and go through {@link bridgeToHttp2}.
    */
   private speaks: 'unknown' | 'http/1.1' | 'h2' = 'unknown';
 
@@ -111,32 +115,22 @@ class EndpointOverrideAgent extends https.Agent {
     this.caPem = caPem;
   }
 
-  // Node's agent takes the socket either as the return value or, when that is undefined, through the callback.
-  override createConnection(options: tls.ConnectionOptions, onCreate?: OnCreate): Duplex | undefined {
+  // The socket is returned at once, never through the callback form: Node's agent counts a socket
+  // against maxSockets only once it has it, so sockets handed over later would not bound the connections.
+  override createConnection(options: tls.ConnectionOptions): Duplex {
     if (this.endpoint.scheme === 'http')
       return net.connect({ host: this.endpoint.host, port: this.endpoint.port });
-    if (this.speaks === 'http/1.1' || !onCreate) return this.connect(options, 'http/1.1');
-    if (this.speaks === 'h2') {
-      this.whenSecure(
-        this.connect(options, 'h2'),
-        (error) => failed(onCreate, error),
-        (socket) => onCreate(null, bridgeToHttp2(socket, `https://${FCM_AUTHORITY}`)),
-      );
-      return undefined;
+    if (this.speaks === 'h2') return bridgeToHttp2(this.connect(options, 'h2'), `https://${FCM_AUTHORITY}`);
+    const socket = this.connect(options, 'http/1.1');
+    if (this.speaks === 'unknown') {
+      socket.once('secureConnect', () => {
+        if (this.speaks === 'unknown') this.speaks = 'http/1.1';
+      });
+      socket.once('error', (error: NodeJS.ErrnoException) => {
+        if (refusedProtocol(error)) this.speaks = 'h2';
+      });
     }
-    this.whenSecure(
-      this.connect(options, 'http/1.1'),
-      (error) => {
-        if ((error as NodeJS.ErrnoException).code !== NO_APPLICATION_PROTOCOL) return failed(onCreate, error);
-        this.speaks = 'h2';
-        this.createConnection(options, onCreate);
-      },
-      (socket) => {
-        this.speaks = 'http/1.1';
-        onCreate(null, socket);
-      },
-    );
-    return undefined;
+    return socket;
   }
 
   private connect(options: tls.ConnectionOptions, alpn: 'http/1.1' | 'h2'): tls.TLSSocket {
@@ -147,20 +141,6 @@ class EndpointOverrideAgent extends https.Agent {
       servername: this.endpoint.servername,
       ...(this.caPem ? { ca: this.caPem } : {}),
       ALPNProtocols: [alpn],
-    });
-  }
-
-  /** Calls `onSecure` once the handshake is done, or `onError` if the connection fails before that. */
-  private whenSecure(
-    socket: tls.TLSSocket,
-    onError: (error: Error) => void,
-    onSecure: (socket: tls.TLSSocket) => void,
-  ): void {
-    const fail = (error: Error) => onError(error);
-    socket.once('error', fail);
-    socket.once('secureConnect', () => {
-      socket.off('error', fail);
-      onSecure(socket);
     });
   }
 }

@@ -126,34 +126,31 @@ export class FcmProvider implements PushProvider {
    * (FCM answers them with a 404 that counts against no quota; so do the simulators). firebase-admin's
    * HTTP/1.1 transport sends one request per connection: a cold process would otherwise do a TLS
    * handshake per request for its whole first window of sends, while the tokens for them tick away.
+   * One request goes first, and again if it fails: an endpoint override that speaks HTTP/2 only
+   * refuses the first handshake, and the agent then knows to bridge the others (see endpoint.ts). Its
+   * connection is one of those the concurrent requests then use.
    */
   async warmUp(timeoutMs = 5000): Promise<number> {
+    if (!(await this.openConnection(timeoutMs))) await this.openConnection(timeoutMs);
     const opened = await Promise.all(
-      Array.from(
-        { length: this.maxInFlight },
-        () =>
-          new Promise<boolean>((resolve) => {
-            const request = https.request(
-              {
-                hostname: FCM_HOST,
-                port: '443',
-                path: '/',
-                method: 'GET',
-                agent: this.agent,
-                timeout: timeoutMs,
-              },
-              (response) => {
-                response.resume();
-                response.once('end', () => resolve(true));
-              },
-            );
-            request.once('timeout', () => request.destroy());
-            request.once('error', () => resolve(false));
-            request.end();
-          }),
-      ),
+      Array.from({ length: this.maxInFlight }, () => this.openConnection(timeoutMs)),
     );
     return opened.filter(Boolean).length;
+  }
+
+  private openConnection(timeoutMs: number): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      const request = https.request(
+        { hostname: FCM_HOST, port: '443', path: '/', method: 'GET', agent: this.agent, timeout: timeoutMs },
+        (response) => {
+          response.resume();
+          response.once('end', () => resolve(true));
+        },
+      );
+      request.once('timeout', () => request.destroy());
+      request.once('error', () => resolve(false));
+      request.end();
+    });
   }
 
   async close(): Promise<void> {

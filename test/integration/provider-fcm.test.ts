@@ -332,36 +332,73 @@ describe('FCM provider against a server that speaks HTTP/2 only', () => {
     files.cleanup();
   });
 
-  const protocolSeen = async (server: FcmSimulator): Promise<string | false | null> => {
+  /** What each of `count` requests in a row through a fresh agent ran on: the ALPN protocol, or its error's code. */
+  const protocolsSeen = async (server: FcmSimulator, count: number): Promise<Array<string | null>> => {
     const agent = createFcmAgent({
       endpoint: parseEndpoint('fcm', server.url, 'FCM_ENDPOINT'),
       caPem: server.caPem,
       maxInFlight: 1,
     });
+    const seen: Array<string | null> = [];
     try {
-      return await new Promise((resolve, reject) => {
-        https
-          .get('https://fcm.googleapis.com/', { agent }, (response) => {
-            response.resume();
-            const socket = response.socket as { alpnProtocol?: string | false | null };
-            response.once('end', () => resolve(socket.alpnProtocol ?? null));
-          })
-          .once('error', reject);
-      });
+      for (let i = 0; i < count; i++) {
+        seen.push(
+          await new Promise<string | null>((resolve) => {
+            https
+              .get('https://fcm.googleapis.com/', { agent }, (response) => {
+                response.resume();
+                const socket = response.socket as { alpnProtocol?: string | false | null };
+                response.once('end', () => resolve(socket.alpnProtocol || null));
+              })
+              .once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+          }),
+        );
+      }
+      return seen;
     } finally {
       agent.destroy();
     }
   };
 
-  it('offers HTTP/1.1 first: a server speaking both is spoken to in it, one speaking HTTP/2 only over the bridge', async () => {
+  it('offers HTTP/1.1: a server speaking both is spoken to in it; one that refuses it is bridged from the next connection on', async () => {
     const both = await startFcmSimulator();
     try {
-      expect(await protocolSeen(both)).toBe('http/1.1');
+      expect(await protocolsSeen(both, 2)).toEqual(['http/1.1', 'http/1.1']);
     } finally {
       await both.close();
     }
     // The bridged socket is a pipe inside the process, not the TLS connection: it has no ALPN of its own.
-    expect(await protocolSeen(sim)).toBeNull();
+    expect(await protocolsSeen(sim, 3)).toEqual(['EPROTO', null, null]);
+  });
+
+  it('keeps to maxInFlight connections when a flood of pushes comes before any handshake is done', async () => {
+    const both = await startFcmSimulator();
+    const cold = new FcmProvider({
+      endpoint: parseEndpoint('fcm', both.url, 'FCM_ENDPOINT'),
+      caPem: both.caPem,
+      accessToken: 't',
+      projectId: 'p',
+      maxInFlight: 4,
+    });
+    const coldBridged = fcmFromSettings(
+      { FCM_ENDPOINT: sim.url, FCM_CA_FILE: files.write('fcm-h2-cold.pem', sim.caPem), FCM_PROJECT_ID: 'p' },
+      { maxInFlight: 4 },
+    );
+    try {
+      const outcomes = await cold.send(Array.from({ length: 200 }, () => pushRequest()));
+      expect(outcomes.every((o) => o.kind === 'delivered')).toBe(true);
+      expect(both.tlsConnections()).toBeLessThanOrEqual(4);
+      // Without a warm-up, the first connections to the HTTP/2-only server are refused (those pushes
+      // come back as network retries); the rest are bridged, on at most maxInFlight connections.
+      const bridged = await coldBridged.send(Array.from({ length: 200 }, () => pushRequest()));
+      const refused = bridged.filter((o) => o.kind !== 'delivered');
+      expect(refused.length).toBeLessThanOrEqual(4);
+      for (const outcome of refused) expect(outcome).toMatchObject({ kind: 'retry', throttled: false });
+      expect(sim.tlsConnections()).toBeLessThanOrEqual(8 + 4); // the shared provider's 8, and these
+    } finally {
+      await Promise.all([cold.close(), coldBridged.close()]);
+      await both.close();
+    }
   });
 
   it('warms up and delivers, one outcome per push in order, dead tokens reported', async () => {
