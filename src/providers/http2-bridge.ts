@@ -44,20 +44,22 @@ function bridgeParser(): http.Server {
 
 /**
  * A socket for an HTTP/1.1 client whose requests travel as HTTP/2 streams over `connection`, a TLS
- * connection that negotiated ALPN `h2`. Closing either side closes the other.
+ * connection offering ALPN `h2` (still connecting, or connected). Closing either side closes the other;
+ * the session's error (a certificate the client does not trust, a reset connection) becomes the
+ * socket's, so the client reports what went wrong as it would on a connection of its own.
  */
 export function bridgeToHttp2(connection: tls.TLSSocket, authority: string): Socket {
   const [outside, inside] = duplexPair();
   const session = http2.connect(authority, { createConnection: () => connection });
   sessions.set(inside, session);
-  const closeAll = () => {
-    outside.destroy();
+  const closeAll = (error?: Error) => {
+    outside.destroy(error);
     inside.destroy();
     if (!session.destroyed) session.destroy();
   };
-  session.once('close', closeAll);
+  session.once('close', () => closeAll());
   session.on('error', closeAll);
-  outside.once('close', closeAll);
+  outside.once('close', () => closeAll());
   bridgeParser().emit('connection', asSocket(inside));
   return asSocket(outside);
 }

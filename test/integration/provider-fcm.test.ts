@@ -429,6 +429,25 @@ describe('FCM provider against a server that speaks HTTP/2 only', () => {
     expect(unavailable).toEqual({ kind: 'retry', reason: 'UNAVAILABLE', throttled: false, httpStatus: 503 });
   });
 
+  it('names the TLS error when it does not trust the server it bridges to', async () => {
+    const untrusting = new FcmProvider({
+      endpoint: parseEndpoint('fcm', sim.url, 'FCM_ENDPOINT'),
+      accessToken: 't',
+      projectId: 'p',
+      maxInFlight: 1,
+    });
+    try {
+      // The refusal of HTTP/1.1 comes in the handshake before the certificate is checked.
+      await untrusting.send([pushRequest()]);
+      const [outcome] = await untrusting.send([pushRequest()]);
+      expect(outcome).toMatchObject({ kind: 'retry', throttled: false });
+      expect(outcome?.kind === 'retry' && outcome.reason).toMatch(/^network: .*(SELF_SIGNED|CERT|VERIFY)/);
+      expect(sim.stats().requests).toBe(0);
+    } finally {
+      await untrusting.close();
+    }
+  });
+
   it('turns a dropped connection into a retry, and the next push gets a fresh one', async () => {
     sim.setFaults({ drop: 1 });
     const [outcome] = await fcm.send([pushRequest()]);
