@@ -6,8 +6,8 @@ import type { Platform } from '../events/event.ts';
 import { ProviderConfigError } from './errors.ts';
 import { bridgeToHttp2 } from './http2-bridge.ts';
 
-/** The authority firebase-admin addresses; an override receives its requests unchanged. */
-const FCM_AUTHORITY = 'fcm.googleapis.com';
+/** The host firebase-admin addresses; an override receives its requests unchanged. */
+export const FCM_HOST = 'fcm.googleapis.com';
 
 /** Where an endpoint override points: an FCM HTTP v1 or APNs HTTP/2 server other than Google's or Apple's. */
 export interface Endpoint {
@@ -67,8 +67,9 @@ export function parseEndpoint(platform: Platform, value: string, setting: string
  * instead, verified against `ca` (when given) and the override's own name, so the requests (and their
  * `Host: fcm.googleapis.com` header) reach the other server unchanged; to a server that speaks HTTP/2
  * only, over the bridge of http2-bridge.ts. For an `http` override the connection is a plain socket, on
- * which node's https client speaks the same HTTP/1.1. Without an override it is a plain keep-alive agent. Either way `maxSockets` is the number of requests in flight: firebase-admin's
- * HTTP/1.1 transport sends one request per socket and queues the rest in the agent.
+ * which node's https client speaks the same HTTP/1.1. Without an override it is a plain keep-alive
+ * agent. Either way `maxSockets` is the number of requests in flight: firebase-admin's HTTP/1.1
+ * transport sends one request per socket and queues the rest in the agent.
  */
 export function createFcmAgent(options: {
   endpoint?: Endpoint;
@@ -120,7 +121,7 @@ class EndpointOverrideAgent extends https.Agent {
   override createConnection(options: tls.ConnectionOptions): Duplex {
     if (this.endpoint.scheme === 'http')
       return net.connect({ host: this.endpoint.host, port: this.endpoint.port });
-    if (this.speaks === 'h2') return bridgeToHttp2(this.connect(options, 'h2'), `https://${FCM_AUTHORITY}`);
+    if (this.speaks === 'h2') return bridgeToHttp2(this.connect(options, 'h2'), `https://${FCM_HOST}`);
     const socket = this.connect(options, 'http/1.1');
     if (this.speaks === 'unknown') {
       socket.once('secureConnect', () => {

@@ -10,7 +10,7 @@ import {
 import { getMessaging, type Message, type Messaging } from 'firebase-admin/messaging';
 import type { NotificationEvent } from '../events/event.ts';
 import { EVENT_ID_DATA_KEY } from '../events/payload.ts';
-import { createFcmAgent, type Endpoint } from './endpoint.ts';
+import { createFcmAgent, type Endpoint, FCM_HOST } from './endpoint.ts';
 import { ProviderConfigError } from './errors.ts';
 import { classifyFcmFailure, describeFcmError } from './fcm-classification.ts';
 import type { PushOutcome, PushProvider, PushRequest } from './types.ts';
@@ -37,9 +37,6 @@ export interface FcmProviderOptions {
    */
   maxInFlight?: number;
 }
-
-/** The host firebase-admin addresses (an endpoint override's agent dials the override instead). */
-const FCM_HOST = 'fcm.googleapis.com';
 
 /** sendEach takes at most 500 messages (firebase-admin's FCM_MAX_BATCH_SIZE). */
 const SEND_EACH_LIMIT = 500;
