@@ -7,6 +7,7 @@ import { type NotificationEventInput, notificationEventSchema } from '../../src/
 import { payloadBytes } from '../../src/events/payload.ts';
 import { ApnsProvider, FcmProvider, type PushProvider, type PushRequest } from '../../src/providers/index.ts';
 import { apnsProviderOptions, fcmProviderOptions, type ProviderTuning } from '../../src/settings-options.ts';
+import type { RunningSimulator } from '../../src/simulators/simulator.ts';
 
 /** A valid event (defaults applied), with a fresh id and token unless given. */
 export function pushRequest(overrides: Partial<NotificationEventInput> = {}, attempt = 1): PushRequest {
@@ -84,4 +85,10 @@ export function apnsFromSettings(env: Record<string, string>, tuning: ProviderTu
   const options = apnsProviderOptions(loadConfig(env), tuning);
   if (options === undefined) throw new Error('these settings configure no APNs');
   return new ApnsProvider(options);
+}
+
+/** A simulator shared by a suite's tests, put back after each: no faults, no records, its buckets full. */
+export function resetSimulator(sim: RunningSimulator): void {
+  sim.setFaults({ error500: 0, error503: 0, drop: 0, slow: 0, storm: null });
+  sim.reset();
 }

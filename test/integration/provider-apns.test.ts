@@ -12,6 +12,7 @@ import {
   apnsFromSettings,
   bulkyData,
   pushRequest,
+  resetSimulator,
   tempFiles,
   withPayloadOf,
 } from '../helpers/provider-fixtures.ts';
@@ -52,10 +53,7 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
       },
       { maxInFlight },
     );
-  afterEach(() => {
-    sim.setFaults({ error500: 0, error503: 0, drop: 0, slow: 0, storm: null });
-    sim.reset();
-  });
+  afterEach(() => resetSimulator(sim));
   afterAll(async () => {
     await apns.close();
     await sim.close();

@@ -9,6 +9,7 @@ import {
   bulkyData,
   fcmFromSettings,
   pushRequest,
+  resetSimulator,
   tempFiles,
   withPayloadOf,
 } from '../helpers/provider-fixtures.ts';
@@ -32,10 +33,7 @@ describe('FCM provider (firebase-admin) against the FCM simulator', () => {
       { maxInFlight: 16 },
     );
   });
-  afterEach(() => {
-    sim.setFaults({ error500: 0, error503: 0, drop: 0, slow: 0, storm: null });
-    sim.reset();
-  });
+  afterEach(() => resetSimulator(sim));
   afterAll(async () => {
     await fcm.close();
     await sim.close();
@@ -322,10 +320,7 @@ describe('FCM provider against a server that speaks HTTP/2 only', () => {
       { maxInFlight: 8 },
     );
   });
-  afterEach(() => {
-    sim.setFaults({ error500: 0, error503: 0, drop: 0, slow: 0, storm: null });
-    sim.reset();
-  });
+  afterEach(() => resetSimulator(sim));
   afterAll(async () => {
     await fcm.close();
     await sim.close();
