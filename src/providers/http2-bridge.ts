@@ -112,13 +112,18 @@ function asSocket(end: Duplex): Socket {
   socket.destroySoon = () => {
     end.end();
   };
+  // As net.Socket's: 0 turns the timer off and takes the callback back off (a kept-alive socket is
+  // set again for every request it carries), and `timeout` tells the agent what is set.
   socket.setTimeout = (ms: number, callback?: () => void) => {
     if (timer) clearTimeout(timer);
     timer = undefined;
-    if (callback) end.once('timeout', callback);
+    (socket as { timeout?: number }).timeout = ms;
     if (ms > 0) {
       timer = setTimeout(() => end.emit('timeout'), ms);
       timer.unref();
+      if (callback) end.once('timeout', callback);
+    } else if (callback) {
+      end.removeListener('timeout', callback);
     }
     return socket as Socket;
   };

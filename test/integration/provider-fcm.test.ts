@@ -1,4 +1,5 @@
 import https from 'node:https';
+import type { Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { notificationEventSchema } from '../../src/events/event.ts';
 import { EVENT_ID_DATA_KEY } from '../../src/events/payload.ts';
@@ -364,6 +365,34 @@ describe('FCM provider against a server that speaks HTTP/2 only', () => {
     }
     // The bridged socket is a pipe inside the process, not the TLS connection: it has no ALPN of its own.
     expect(await protocolsSeen(sim, 3)).toEqual(['EPROTO', null, null]);
+  });
+
+  it('keeps a bridged connection that carries request after request as lean as a socket of its own', async () => {
+    const agent = createFcmAgent({
+      endpoint: parseEndpoint('fcm', sim.url, 'FCM_ENDPOINT'),
+      caPem: sim.caPem,
+      maxInFlight: 1,
+    });
+    const sockets = new Set<Socket>();
+    try {
+      for (let i = 0; i < 16; i++) {
+        await new Promise<void>((resolve) => {
+          // With a timeout, as firebase-admin sends its requests.
+          https
+            .get('https://fcm.googleapis.com/', { agent, timeout: 15_000 }, (response) => {
+              sockets.add(response.socket);
+              response.resume();
+              response.once('end', () => resolve());
+            })
+            .once('error', () => resolve());
+        });
+      }
+      // The first connection is refused (the server speaks HTTP/2 only); the next is bridged and kept.
+      expect(sockets.size).toBe(1);
+      for (const socket of sockets) expect(socket.listenerCount('timeout')).toBeLessThanOrEqual(2);
+    } finally {
+      agent.destroy();
+    }
   });
 
   it('keeps to maxInFlight connections when a flood of pushes comes before any handshake is done', async () => {
