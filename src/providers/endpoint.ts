@@ -12,9 +12,10 @@ export const FCM_HOST = 'fcm.googleapis.com';
 /** Where an endpoint override points: an FCM HTTP v1 or APNs HTTP/2 server other than Google's or Apple's. */
 export interface Endpoint {
   /**
-   * `https`: TLS, verified. `http`: plain text on the same protocol (HTTP/1.1 for FCM, HTTP/2 with
-   * prior knowledge for APNs), for a sidecar proxy that originates the TLS or a test server. The
-   * requests carry the provider credentials, so plain text belongs on loopback or a pod's own network.
+   * `https`: TLS, verified. `http`: plain text on the same protocol (HTTP/1.1 for FCM, or HTTP/2 with
+   * prior knowledge when the server speaks that only; HTTP/2 with prior knowledge for APNs), for a
+   * sidecar proxy that originates the TLS or a test server. The requests carry the provider
+   * credentials, so plain text belongs on loopback or a pod's own network.
    */
   scheme: 'https' | 'http';
   host: string;
@@ -67,7 +68,8 @@ export function parseEndpoint(platform: Platform, value: string, setting: string
  * instead, verified against `ca` (when given) and the override's own name, so the requests (and their
  * `Host: fcm.googleapis.com` header) reach the other server unchanged; to a server that speaks HTTP/2
  * only, over the bridge of http2-bridge.ts. For an `http` override the connection is a plain socket, on
- * which node's https client speaks the same HTTP/1.1. Without an override it is a plain keep-alive
+ * which node's https client speaks the same HTTP/1.1 (or, to a server that answers it in HTTP/2, the
+ * bridge's HTTP/2 with prior knowledge). Without an override it is a plain keep-alive
  * agent. Either way `maxSockets` is the number of requests in flight: firebase-admin's HTTP/1.1
  * transport sends one request per socket and queues the rest in the agent.
  */
@@ -98,6 +100,17 @@ function refusedProtocol(error: NodeJS.ErrnoException): boolean {
   );
 }
 
+/**
+ * Whether the first bytes a server sent on a plain connection are an HTTP/2 server preface: the frame
+ * header of a SETTINGS frame (type 4, no flags, stream 0, a payload of 6-byte settings; RFC 9113 §3.4,
+ * §6.5), where an HTTP/1.1 server's answer starts with `HTTP/`.
+ */
+export function isHttp2Preface(chunk: Buffer): boolean {
+  if (chunk.length < 9) return false;
+  const length = chunk.readUIntBE(0, 3);
+  return chunk[3] === 0x04 && chunk[4] === 0 && chunk.readUInt32BE(5) === 0 && length % 6 === 0;
+}
+
 class EndpointOverrideAgent extends https.Agent {
   private readonly endpoint: Endpoint;
   private readonly caPem: string | undefined;
@@ -109,6 +122,14 @@ class EndpointOverrideAgent extends https.Agent {
    * connections offer `h2` and go through {@link bridgeToHttp2}.
    */
   private speaks: 'unknown' | 'http/1.1' | 'h2' = 'unknown';
+  /**
+   * What an `http` override speaks, as the first answers told. HTTP/1.1 is sent until a server answers
+   * with an HTTP/2 server preface (a server that speaks HTTP/2 with prior knowledge only sends it as
+   * soon as the connection opens, then drops the connection on the HTTP/1.1 request); that request
+   * fails as a network error, as a refused handshake does, and from then on connections go through
+   * {@link bridgeToHttp2} in cleartext.
+   */
+  private speaksPlain: 'unknown' | 'http/1.1' | 'h2c' = 'unknown';
 
   constructor(options: https.AgentOptions, endpoint: Endpoint, caPem: string | undefined) {
     super(options);
@@ -119,8 +140,7 @@ class EndpointOverrideAgent extends https.Agent {
   // The socket is returned at once, never through the callback form: Node's agent counts a socket
   // against maxSockets only once it has it, so sockets handed over later would not bound the connections.
   override createConnection(options: tls.ConnectionOptions): Duplex {
-    if (this.endpoint.scheme === 'http')
-      return net.connect({ host: this.endpoint.host, port: this.endpoint.port });
+    if (this.endpoint.scheme === 'http') return this.connectPlain();
     if (this.speaks === 'h2') return bridgeToHttp2(this.connect(options, 'h2'), `https://${FCM_HOST}`);
     const socket = this.connect(options, 'http/1.1');
     if (this.speaks === 'unknown') {
@@ -129,6 +149,17 @@ class EndpointOverrideAgent extends https.Agent {
       });
       socket.once('error', (error: NodeJS.ErrnoException) => {
         if (refusedProtocol(error)) this.speaks = 'h2';
+      });
+    }
+    return socket;
+  }
+
+  private connectPlain(): Duplex {
+    const socket = net.connect({ host: this.endpoint.host, port: this.endpoint.port });
+    if (this.speaksPlain === 'h2c') return bridgeToHttp2(socket, `http://${FCM_HOST}`);
+    if (this.speaksPlain === 'unknown') {
+      socket.once('data', (chunk: Buffer) => {
+        if (this.speaksPlain === 'unknown') this.speaksPlain = isHttp2Preface(chunk) ? 'h2c' : 'http/1.1';
       });
     }
     return socket;

@@ -2,13 +2,13 @@ import http from 'node:http';
 import http2 from 'node:http2';
 import type { Socket } from 'node:net';
 import { type Duplex, duplexPair } from 'node:stream';
-import type tls from 'node:tls';
 
 /**
  * HTTP/1.1 requests carried as HTTP/2 streams, inside the process. firebase-admin can be pointed at
  * another server only through its HTTP/1.1 transport (its HTTP/2 transport dials fcm.googleapis.com
  * itself), and Google's endpoint speaks both; a server standing in for it may speak HTTP/2 only. For
- * such a server the FCM agent connects with TLS ALPN `h2` and hands firebase-admin a socket from
+ * such a server the FCM agent connects with TLS ALPN `h2` (or, to an `http://` override, in cleartext
+ * with prior knowledge) and hands firebase-admin a socket from
  * {@link bridgeToHttp2}: one end of an in-memory pipe whose other end an HTTP/1.1 parser (a Node
  * `http.Server` that listens on nothing) reads, sending each request on as a stream of an HTTP/2
  * session over that TLS connection and the answer back. Each bridged socket has its own session, and
@@ -43,12 +43,13 @@ function bridgeParser(): http.Server {
 }
 
 /**
- * A socket for an HTTP/1.1 client whose requests travel as HTTP/2 streams over `connection`, a TLS
- * connection offering ALPN `h2` (still connecting, or connected). Closing either side closes the other;
+ * A socket for an HTTP/1.1 client whose requests travel as HTTP/2 streams over `connection`: a TLS
+ * connection offering ALPN `h2` with an `https://` authority, or a plain one with an `http://`
+ * authority (still connecting, or connected). Closing either side closes the other;
  * the session's error (a certificate the client does not trust, a reset connection) becomes the
  * socket's, so the client reports what went wrong as it would on a connection of its own.
  */
-export function bridgeToHttp2(connection: tls.TLSSocket, authority: string): Socket {
+export function bridgeToHttp2(connection: Duplex, authority: string): Socket {
   const [outside, inside] = duplexPair();
   const session = http2.connect(authority, { createConnection: () => connection });
   sessions.set(inside, session);

@@ -425,6 +425,23 @@ describe('FCM provider against a server that speaks HTTP/2 only', () => {
     }
   });
 
+  it('speaks HTTP/2 with prior knowledge to a plain-text endpoint that answers HTTP/1.1 with an HTTP/2 preface', async () => {
+    // The sidecar relays bytes to the HTTP/2-only server: on its plain side the server speaks h2c.
+    const sidecar = await startTlsSidecar({ url: sim.url, caPem: sim.caPem, alpn: 'h2' });
+    const plain = fcmFromSettings({ FCM_ENDPOINT: sidecar.url, FCM_PROJECT_ID: 'p' }, { maxInFlight: 4 });
+    try {
+      // The first request learns what the server speaks (and fails); the warm-up asks again.
+      expect(await plain.warmUp()).toBe(4);
+      const outcomes = await plain.send(Array.from({ length: 40 }, () => pushRequest()));
+      expect(outcomes.map((o) => o.kind)).toEqual(Array(40).fill('delivered'));
+      expect(sim.stats().accepted).toBe(40);
+      expect(sidecar.connections()).toBeLessThanOrEqual(1 + 4);
+    } finally {
+      await plain.close();
+      await sidecar.close();
+    }
+  });
+
   it('warms up and delivers, one outcome per push in order, dead tokens reported', async () => {
     expect(await fcm.warmUp()).toBe(8);
     const batch = Array.from({ length: 100 }, (_, i) =>

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
 import { EVENT_ID_DATA_KEY } from '../../src/events/payload.ts';
 import { ConcurrencyLimit, mapBounded } from '../../src/providers/concurrency.ts';
+import { isHttp2Preface } from '../../src/providers/endpoint.ts';
 import {
   createProviders,
   ProviderConfigError,
@@ -180,6 +181,18 @@ describe('endpoint override', () => {
       servername: undefined,
     });
     expect(parseEndpoint('apns', 'http://localhost', 'APNS_ENDPOINT').port).toBe(80);
+  });
+
+  it('tells an HTTP/2 server preface from an HTTP/1.1 answer in the first bytes of a connection', () => {
+    // A SETTINGS frame with two settings (12 bytes), as an HTTP/2 server sends first.
+    const settings = Buffer.from([0, 0, 12, 4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 100, 0, 4, 0, 0, 255, 255]);
+    expect(isHttp2Preface(settings)).toBe(true);
+    expect(isHttp2Preface(Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]))).toBe(true); // empty SETTINGS
+    expect(isHttp2Preface(Buffer.from('HTTP/1.1 400 Bad Request\r\n\r\n'))).toBe(false);
+    expect(isHttp2Preface(Buffer.from([0, 0, 0, 4, 1, 0, 0, 0, 0]))).toBe(false); // a SETTINGS ack
+    expect(isHttp2Preface(Buffer.from([0, 0, 8, 7, 0, 0, 0, 0, 0]))).toBe(false); // GOAWAY
+    expect(isHttp2Preface(Buffer.from([0, 0, 7, 4, 0, 0, 0, 0, 0]))).toBe(false); // not whole settings
+    expect(isHttp2Preface(Buffer.from([0, 0, 0, 4]))).toBe(false);
   });
 
   it.each([
