@@ -77,6 +77,19 @@ export function boundedFastify(
         message: `transfer coding "${coding}" is not supported: send the body as it is, chunked or with Content-Length`,
       });
   });
+  // RFC 9110 §15.6.6: 505 for a major version the server does not support. Node's parser reads any
+  // `HTTP/x.y` in the request line (an `HTTP/2.0` one included) and would answer it in HTTP/1.1 as if
+  // the client spoke that.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.raw.httpVersionMajor === 1) return done();
+    void reply
+      .code(505)
+      .header('connection', 'close')
+      .send({
+        error: 'http-version-not-supported',
+        message: `HTTP/${request.raw.httpVersion} is not supported: this API speaks HTTP/1.1 (and 1.0)`,
+      });
+  });
   app.addHook('onRequest', (request, reply, done) => {
     if (request.raw.httpVersion !== '1.1' || request.headers.host !== undefined) return done();
     void reply.code(400).header('connection', 'close').send({

@@ -96,6 +96,9 @@ export function openApiDocument(options: OpenApiOptions): Json {
             '501': problem(
               'A `Transfer-Encoding` coding other than `chunked` (`gzip, chunked`); the connection is closed. Send the body uncoded, chunked or with `Content-Length`.',
             ),
+            '505': problem(
+              'The request line names an HTTP version other than 1.x (`HTTP/2.0`); the connection is closed. Speak HTTP/1.1.',
+            ),
             '429': problem(
               'The tenant is above its admission limit (every request costs one unit before its body is read, invalid ones included); retry after `Retry-After` seconds.',
               { 'Retry-After': { $ref: '#/components/headers/Retry-After' } },

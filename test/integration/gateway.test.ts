@@ -449,7 +449,7 @@ describe('gateway on real Kafka and Redis', () => {
     }
   });
 
-  it('answers a request that breaks HTTP framing, lacks Host, uses a transfer coding other than chunked or asks to CONNECT in its own error shape and closes the connection', async () => {
+  it('answers a request that breaks HTTP framing, lacks Host, uses a transfer coding other than chunked, names an HTTP version other than 1.x or asks to CONNECT in its own error shape and closes the connection', async () => {
     const framed = await startTestGateway({ keys: { [ACME]: 'acme' } });
     try {
       const head = `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ACME}\r\nContent-Type: application/json\r\n`;
@@ -465,6 +465,12 @@ describe('gateway on real Kafka and Redis', () => {
         ],
         // Node decodes chunked only: a body under another coding would be read as it is.
         [`${head}Transfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`, 501, 'not-implemented'],
+        // Node's parser takes any version in the request line.
+        [
+          `POST /v1/notifications HTTP/2.0\r\nHost: x\r\nAuthorization: Bearer ${ACME}\r\nContent-Length: 2\r\n\r\n{}`,
+          505,
+          'http-version-not-supported',
+        ],
         // Node closes a CONNECT's socket unanswered unless told otherwise.
         ['CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 405, 'method-not-allowed'],
       ];

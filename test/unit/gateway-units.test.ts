@@ -378,6 +378,7 @@ describe('gateway: OpenAPI document', () => {
       '429',
       '501',
       '503',
+      '505',
     ]);
     // The admin routes are served on the admin port, so the API's document does not list them.
     expect(Object.keys(document.paths as object)).toEqual(['/v1/notifications']);
