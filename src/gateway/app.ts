@@ -277,9 +277,11 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
     }
   });
 
-  // In the API's own error shape, not fastify's; the ingest path names the one method it takes.
+  // In the API's own error shape, not fastify's; the ingest path names the one method it takes. A POST
+  // gets here only on another spelling of the path (`/v1/../v1/notifications`, which the router does
+  // not resolve): the method is right and the route is not, so that is a 404.
   app.setNotFoundHandler(async (request, reply) => {
-    if (pathOf(request.url) === INGEST) {
+    if (request.method !== 'POST' && pathOf(request.url) === INGEST) {
       return reply
         .code(405)
         .header('allow', 'POST')

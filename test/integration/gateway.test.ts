@@ -301,6 +301,14 @@ describe('gateway on real Kafka and Redis', () => {
       'GET http://gateway.example/v1/notifications HTTP/1.1\r\nHost: gateway.example\r\nConnection: close\r\n\r\n',
     );
     expect(absolute).toMatch(/^HTTP\/1\.1 405 /);
+    // A POST to another spelling of the path is told there is no such route, not that POST is refused.
+    // (fetch resolves dot segments itself, so the request goes raw.)
+    const dotted = await sendRaw(
+      gw.gateway.port,
+      `POST /v1/../v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ACME}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+    );
+    expect(dotted).toMatch(/^HTTP\/1\.1 404 /);
+    expect(dotted).toContain('"error":"not-found"');
     expect((await fetch(`${admin}/v1/notifications`, { method: 'POST' })).status).toBe(404);
   });
 
