@@ -97,6 +97,21 @@ export function boundedFastify(
       message: 'an HTTP/1.1 request needs a Host header field (RFC 9112 §3.2)',
     });
   });
+  // RFC 9110 §10.1.1: an expectation other than 100-continue is answered 417. Node does that itself
+  // with an empty body and keeps the connection; this answers in the API's shape and closes it, as
+  // the other refusals made before the body is read do.
+  app.server.on('checkExpectation', (_request: IncomingMessage, response: ServerResponse) => {
+    const json = JSON.stringify({
+      error: 'expectation-failed',
+      message: 'the only expectation this API meets is "Expect: 100-continue"',
+    });
+    response.writeHead(417, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(json),
+      connection: 'close',
+    });
+    response.end(json);
+  });
   // Node hands the socket of a CONNECT request to a 'connect' listener and, with none, closes it without
   // a word. Nothing here tunnels, so the method is refused like any other this API does not take.
   app.server.on('connect', (_request: IncomingMessage, socket: Duplex) => {

@@ -99,6 +99,7 @@ export function openApiDocument(options: OpenApiOptions): Json {
             '505': problem(
               'The request line names an HTTP version other than 1.x (`HTTP/2.0`); the connection is closed. Speak HTTP/1.1.',
             ),
+            '417': problem('An `Expect` other than `100-continue`; the connection is closed.'),
             '429': problem(
               'The tenant is above its admission limit (every request costs one unit before its body is read, invalid ones included); retry after `Retry-After` seconds.',
               { 'Retry-After': { $ref: '#/components/headers/Retry-After' } },

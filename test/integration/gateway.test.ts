@@ -457,7 +457,7 @@ describe('gateway on real Kafka and Redis', () => {
     }
   });
 
-  it('answers a request that breaks HTTP framing, lacks Host, uses a transfer coding other than chunked, names an HTTP version other than 1.x or asks to CONNECT in its own error shape and closes the connection', async () => {
+  it('answers a request that breaks HTTP framing, lacks Host, uses a transfer coding other than chunked, names an HTTP version other than 1.x, expects what it cannot have or asks to CONNECT in its own error shape and closes the connection', async () => {
     const framed = await startTestGateway({ keys: { [ACME]: 'acme' } });
     try {
       const head = `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ACME}\r\nContent-Type: application/json\r\n`;
@@ -473,6 +473,8 @@ describe('gateway on real Kafka and Redis', () => {
         ],
         // Node decodes chunked only: a body under another coding would be read as it is.
         [`${head}Transfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`, 501, 'not-implemented'],
+        // Node would answer an unknown expectation with an empty 417 and keep the connection.
+        [`${head}Expect: a-feature\r\nContent-Length: 2\r\n\r\n{}`, 417, 'expectation-failed'],
         // Node's parser takes any version in the request line.
         [
           `POST /v1/notifications HTTP/2.0\r\nHost: x\r\nAuthorization: Bearer ${ACME}\r\nContent-Length: 2\r\n\r\n{}`,
