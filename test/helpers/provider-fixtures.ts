@@ -5,7 +5,14 @@ import { join } from 'node:path';
 import { loadConfig } from '../../src/config.ts';
 import { type NotificationEventInput, notificationEventSchema } from '../../src/events/event.ts';
 import { payloadBytes } from '../../src/events/payload.ts';
-import { ApnsProvider, FcmProvider, type PushProvider, type PushRequest } from '../../src/providers/index.ts';
+import {
+  ApnsProvider,
+  FcmProvider,
+  type FcmProviderOptions,
+  type PushProvider,
+  type PushRequest,
+  parseEndpoint,
+} from '../../src/providers/index.ts';
 import { apnsProviderOptions, fcmProviderOptions, type ProviderTuning } from '../../src/settings-options.ts';
 import type { RunningSimulator } from '../../src/simulators/simulator.ts';
 
@@ -78,6 +85,24 @@ export function tempFiles(): { dir: string; write(name: string, content: string)
 /** FCM built the way the consumer builds it: from settings (environment variable names), validated. */
 export function fcmFromSettings(env: Record<string, string>, tuning: ProviderTuning = {}): FcmProvider {
   return new FcmProvider(fcmProviderOptions(loadConfig(env), tuning));
+}
+
+/**
+ * FCM pointed straight at a server (a simulator), trusting its certificate unless `trust` is false,
+ * with a fixed token and project: the other options as given.
+ */
+export function fcmTo(
+  server: { url: string; caPem: string },
+  options: Partial<Omit<FcmProviderOptions, 'endpoint' | 'caPem'>> & { trust?: boolean } = {},
+): FcmProvider {
+  const { trust = true, ...rest } = options;
+  return new FcmProvider({
+    endpoint: parseEndpoint('fcm', server.url, 'FCM_ENDPOINT'),
+    ...(trust ? { caPem: server.caPem } : {}),
+    accessToken: 't',
+    projectId: 'p',
+    ...rest,
+  });
 }
 
 /** APNs built the way the consumer builds it; settings that configure no APNs are a test error. */

@@ -4,11 +4,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { notificationEventSchema } from '../../src/events/event.ts';
 import { EVENT_ID_DATA_KEY } from '../../src/events/payload.ts';
 import { createFcmAgent } from '../../src/providers/endpoint.ts';
-import { FcmProvider, LOCAL_FCM_ACCESS_TOKEN, parseEndpoint } from '../../src/providers/index.ts';
+import { type FcmProvider, LOCAL_FCM_ACCESS_TOKEN, parseEndpoint } from '../../src/providers/index.ts';
+import type { PushOutcome } from '../../src/providers/types.ts';
 import { type FcmSimulator, startFcmSimulator } from '../../src/simulators/index.ts';
 import {
   bulkyData,
   fcmFromSettings,
+  fcmTo,
   pushRequest,
   resetSimulator,
   tempFiles,
@@ -232,18 +234,8 @@ describe('FCM provider (firebase-admin) against the FCM simulator', () => {
 describe('FCM provider: credentials and trust', () => {
   it('sends the local token to an override, and the simulator can insist on it', async () => {
     const sim = await startFcmSimulator({ verifyAuth: true, accessToken: LOCAL_FCM_ACCESS_TOKEN });
-    const good = new FcmProvider({
-      endpoint: parseEndpoint('fcm', sim.url, 'FCM_ENDPOINT'),
-      caPem: sim.caPem,
-      accessToken: LOCAL_FCM_ACCESS_TOKEN,
-      projectId: 'p',
-    });
-    const bad = new FcmProvider({
-      endpoint: parseEndpoint('fcm', sim.url, 'FCM_ENDPOINT'),
-      caPem: sim.caPem,
-      accessToken: 'someone-else',
-      projectId: 'p',
-    });
+    const good = fcmTo(sim, { accessToken: LOCAL_FCM_ACCESS_TOKEN });
+    const bad = fcmTo(sim, { accessToken: 'someone-else' });
     try {
       expect((await good.send([pushRequest()]))[0]?.kind).toBe('delivered');
       expect((await bad.send([pushRequest()]))[0]).toEqual({
@@ -261,15 +253,9 @@ describe('FCM provider: credentials and trust', () => {
 
   it('refuses a server it was not told to trust, as a retry naming the TLS error', async () => {
     const sim = await startFcmSimulator();
-    const untrusting = new FcmProvider({
-      endpoint: parseEndpoint('fcm', sim.url, 'FCM_ENDPOINT'),
-      accessToken: 't',
-      projectId: 'p',
-    });
+    const untrusting = fcmTo(sim, { trust: false });
     try {
-      const [outcome] = await untrusting.send([pushRequest()]);
-      expect(outcome).toMatchObject({ kind: 'retry', throttled: false });
-      expect(outcome?.kind === 'retry' && outcome.reason).toMatch(/^network: .*(SELF_SIGNED|CERT|VERIFY)/);
+      expectTlsRefusal((await untrusting.send([pushRequest()]))[0]);
       expect(sim.stats().requests).toBe(0);
     } finally {
       await untrusting.close();
@@ -397,13 +383,7 @@ describe('FCM provider against a server that speaks HTTP/2 only', () => {
 
   it('keeps to maxInFlight connections when a flood of pushes comes before any handshake is done', async () => {
     const both = await startFcmSimulator();
-    const cold = new FcmProvider({
-      endpoint: parseEndpoint('fcm', both.url, 'FCM_ENDPOINT'),
-      caPem: both.caPem,
-      accessToken: 't',
-      projectId: 'p',
-      maxInFlight: 4,
-    });
+    const cold = fcmTo(both, { maxInFlight: 4 });
     const coldBridged = fcmFromSettings(
       { FCM_ENDPOINT: sim.url, FCM_CA_FILE: files.write('fcm-h2-cold.pem', sim.caPem), FCM_PROJECT_ID: 'p' },
       { maxInFlight: 4 },
@@ -471,18 +451,11 @@ describe('FCM provider against a server that speaks HTTP/2 only', () => {
   });
 
   it('names the TLS error when it does not trust the server it bridges to', async () => {
-    const untrusting = new FcmProvider({
-      endpoint: parseEndpoint('fcm', sim.url, 'FCM_ENDPOINT'),
-      accessToken: 't',
-      projectId: 'p',
-      maxInFlight: 1,
-    });
+    const untrusting = fcmTo(sim, { trust: false, maxInFlight: 1 });
     try {
       // The refusal of HTTP/1.1 comes in the handshake before the certificate is checked.
       await untrusting.send([pushRequest()]);
-      const [outcome] = await untrusting.send([pushRequest()]);
-      expect(outcome).toMatchObject({ kind: 'retry', throttled: false });
-      expect(outcome?.kind === 'retry' && outcome.reason).toMatch(/^network: .*(SELF_SIGNED|CERT|VERIFY)/);
+      expectTlsRefusal((await untrusting.send([pushRequest()]))[0]);
       expect(sim.stats().requests).toBe(0);
     } finally {
       await untrusting.close();
@@ -498,3 +471,9 @@ describe('FCM provider against a server that speaks HTTP/2 only', () => {
     expect((await fcm.send([pushRequest()]))[0]?.kind).toBe('delivered');
   });
 });
+
+/** A push refused because the server's certificate is not trusted: a retry whose reason names the TLS error. */
+function expectTlsRefusal(outcome: PushOutcome | undefined): void {
+  expect(outcome).toMatchObject({ kind: 'retry', throttled: false });
+  expect(outcome?.kind === 'retry' && outcome.reason).toMatch(/^network: .*(SELF_SIGNED|CERT|VERIFY)/);
+}

@@ -1,9 +1,8 @@
 import http2 from 'node:http2';
 import https from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FcmProvider, parseEndpoint } from '../../src/providers/index.ts';
 import { type FcmSimulator, startFcmSimulator } from '../../src/simulators/index.ts';
-import { pushRequest } from '../helpers/provider-fixtures.ts';
+import { fcmTo, pushRequest } from '../helpers/provider-fixtures.ts';
 
 interface Answer {
   status: number;
@@ -176,13 +175,7 @@ describe('FCM simulator: rate limit and counts, through the real client', () => 
   it('answers 429 for exactly the requests beyond its bucket', async () => {
     // Refill of 0.01 token/s adds no whole token within the test: exactly `burst` requests get through.
     const sim = await startFcmSimulator({ rate: 0.01, burst: 50 });
-    const fcm = new FcmProvider({
-      endpoint: parseEndpoint('fcm', sim.url, 'FCM_ENDPOINT'),
-      caPem: sim.caPem,
-      accessToken: 't',
-      projectId: 'p',
-      maxInFlight: 64,
-    });
+    const fcm = fcmTo(sim, { maxInFlight: 64 });
     try {
       const batch = Array.from({ length: 150 }, () => pushRequest());
       const outcomes = await fcm.send(batch);
@@ -214,12 +207,7 @@ describe('FCM simulator: rate limit and counts, through the real client', () => 
 
   it('counts duplicates by event id and records arrival times', async () => {
     const sim = await startFcmSimulator();
-    const fcm = new FcmProvider({
-      endpoint: parseEndpoint('fcm', sim.url, 'FCM_ENDPOINT'),
-      caPem: sim.caPem,
-      accessToken: 't',
-      projectId: 'p',
-    });
+    const fcm = fcmTo(sim);
     try {
       const once = pushRequest();
       const before = Date.now();
