@@ -64,7 +64,10 @@ const BEFORE_BODY = { connection: 'close' };
  */
 export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
   const { sink, admission, apiKeys, metrics, logger } = options;
-  const app = boundedFastify(options.connections ?? {}, { bodyLimit: options.maxBodyBytes });
+  const app = boundedFastify(options.connections ?? {}, {
+    bodyLimit: options.maxBodyBytes,
+    onRefused: (status) => metrics.protocolRefusals.inc({ status }),
+  });
   // Only JSON is an event; fastify would otherwise hand a text/plain body over as a string.
   app.removeContentTypeParser('text/plain');
   acceptUtf8Json(app);

@@ -1,6 +1,6 @@
 import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 
 /** What bounds a client's hold on the server: every timeout in milliseconds. */
 export interface ConnectionLimits {
@@ -25,6 +25,18 @@ export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   maxConnections: 4096,
 };
 
+/** Options of {@link boundedFastify} besides its limits. */
+export interface BoundedServerOptions {
+  /** Largest body in bytes (fastify's `bodyLimit`). */
+  bodyLimit?: number;
+  /**
+   * Told the status of every request refused before it reaches a route: broken framing (400), a missed
+   * deadline (408), headers too large (431), a missing Host (400), an unsupported transfer coding (501)
+   * or HTTP version (505), an expectation other than 100-continue (417), CONNECT (405).
+   */
+  onRefused?: (status: number) => void;
+}
+
 /**
  * A fastify instance whose server drops slow and idle clients: Node checks the header and request
  * deadlines only every `connectionsCheckingInterval` (30 s by default), so the check runs often enough
@@ -32,13 +44,18 @@ export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
  */
 export function boundedFastify(
   limits: Partial<ConnectionLimits>,
-  options: { bodyLimit?: number } = {},
+  options: BoundedServerOptions = {},
 ): FastifyInstance {
   const l = { ...DEFAULT_CONNECTION_LIMITS, ...limits };
+  const { onRefused = () => {}, ...fastifyOptions } = options;
+  const refuse = (reply: FastifyReply, status: number, body: { error: string; message: string }) => {
+    onRefused(status);
+    return reply.code(status).header('connection', 'close').send(body);
+  };
   const app = Fastify({
     logger: false,
     return503OnClosing: true,
-    ...options,
+    ...fastifyOptions,
     requestTimeout: l.requestTimeoutMs,
     keepAliveTimeout: l.keepAliveTimeoutMs,
     connectionTimeout: l.connectionTimeoutMs,
@@ -48,7 +65,10 @@ export function boundedFastify(
       // A client may pipeline a good request and then break the framing: its earlier requests are
       // answered first, in order, so that it learns what became of them.
       socket.pause();
-      void responsesInFlight(socket, l.requestTimeoutMs).then(() => answerClientError(error, socket, l));
+      void responsesInFlight(socket, l.requestTimeoutMs).then(() => {
+        const status = answerClientError(error, socket, l);
+        if (status !== undefined) onRefused(status);
+      });
     },
     http: {
       // Node would answer a missing Host with an empty 400; the hook below answers it in the API's shape.
@@ -69,30 +89,24 @@ export function boundedFastify(
   app.addHook('onRequest', (request, reply, done) => {
     const coding = unsupportedTransferCoding(request.headers['transfer-encoding']);
     if (coding === undefined) return done();
-    void reply
-      .code(501)
-      .header('connection', 'close')
-      .send({
-        error: 'not-implemented',
-        message: `transfer coding "${coding}" is not supported: send the body as it is, chunked or with Content-Length`,
-      });
+    void refuse(reply, 501, {
+      error: 'not-implemented',
+      message: `transfer coding "${coding}" is not supported: send the body as it is, chunked or with Content-Length`,
+    });
   });
   // RFC 9110 §15.6.6: 505 for a major version the server does not support. Node's parser reads any
   // `HTTP/x.y` in the request line (an `HTTP/2.0` one included) and would answer it in HTTP/1.1 as if
   // the client spoke that.
   app.addHook('onRequest', (request, reply, done) => {
     if (request.raw.httpVersionMajor === 1) return done();
-    void reply
-      .code(505)
-      .header('connection', 'close')
-      .send({
-        error: 'http-version-not-supported',
-        message: `HTTP/${request.raw.httpVersion} is not supported: this API speaks HTTP/1.1 (and 1.0)`,
-      });
+    void refuse(reply, 505, {
+      error: 'http-version-not-supported',
+      message: `HTTP/${request.raw.httpVersion} is not supported: this API speaks HTTP/1.1 (and 1.0)`,
+    });
   });
   app.addHook('onRequest', (request, reply, done) => {
     if (request.raw.httpVersion !== '1.1' || request.headers.host !== undefined) return done();
-    void reply.code(400).header('connection', 'close').send({
+    void refuse(reply, 400, {
       error: 'bad-request',
       message: 'an HTTP/1.1 request needs a Host header field (RFC 9112 §3.2)',
     });
@@ -101,6 +115,7 @@ export function boundedFastify(
   // with an empty body and keeps the connection; this answers in the API's shape and closes it, as
   // the other refusals made before the body is read do.
   app.server.on('checkExpectation', (_request: IncomingMessage, response: ServerResponse) => {
+    onRefused(417);
     const json = JSON.stringify({
       error: 'expectation-failed',
       message: 'the only expectation this API meets is "Expect: 100-continue"',
@@ -119,14 +134,15 @@ export function boundedFastify(
     if (answered.has(socket)) return;
     answered.add(socket);
     socket.pause();
-    void responsesInFlight(socket, l.requestTimeoutMs).then(() =>
+    void responsesInFlight(socket, l.requestTimeoutMs).then(() => {
+      onRefused(405);
       answerAndClose(
         socket,
         405,
         { error: 'method-not-allowed', message: 'CONNECT is not supported: this API takes POST only' },
         { Allow: 'POST' },
-      ),
-    );
+      );
+    });
   });
   const sockets = new Set<Duplex>();
   app.server.on('connection', (socket: Duplex) => {
@@ -230,8 +246,12 @@ function responsesInFlight(socket: Duplex, limitMs: number): Promise<void> {
  * the API's own error shape, `{error, message}`, and the connection closed: a client that broke the
  * framing cannot be trusted to delimit its next request.
  */
-function answerClientError(error: Error & { code?: string }, socket: Duplex, limits: ConnectionLimits): void {
-  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+function answerClientError(
+  error: Error & { code?: string },
+  socket: Duplex,
+  limits: ConnectionLimits,
+): number | undefined {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return undefined;
   const [status, body] =
     error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? [
@@ -245,6 +265,7 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex, lim
         ? [431, { error: 'headers-too-large', message: 'the request headers are larger than 16 KiB' }]
         : [400, { error: 'bad-request', message: 'not a well-formed HTTP/1.1 request' }];
   answerAndClose(socket, status, body, {}, error);
+  return status;
 }
 
 /** Writes one answer in the API's error shape straight to the socket, then closes the connection. */

@@ -14,6 +14,13 @@ export class GatewayMetrics {
     labelNames: ['status'] as const,
     registers: [this.registry],
   });
+  /** Requests refused before they reached a route (see `BoundedServerOptions.onRefused`). */
+  readonly protocolRefusals = new Counter({
+    name: 'aqueduct_gateway_protocol_refusals_total',
+    help: 'Requests refused before reaching the API (broken framing, missed deadline, oversized headers, unsupported version, coding or expectation, CONNECT), by HTTP status.',
+    labelNames: ['status'] as const,
+    registers: [this.registry],
+  });
   /** Events acknowledged by Kafka and answered 202. */
   readonly eventsAccepted = new Counter({
     name: 'aqueduct_gateway_events_accepted_total',

@@ -503,6 +503,15 @@ describe('gateway on real Kafka and Redis', () => {
       expect(answers.map((answer) => answer.slice(0, 12))).toEqual(['HTTP/1.1 202', 'HTTP/1.1 400']);
       expect(answers[0]).toContain('{"ids":["pipelined-1"]}');
       expect(await countMessages(framed.kafka, framed.topic)).toBe(1);
+
+      // Refusals made before any route are counted by status, beside the API's own answers.
+      const metrics = await (await fetch(`${framed.gateway.adminUrl}/metrics`)).text();
+      const refused = Object.fromEntries(
+        [...metrics.matchAll(/^aqueduct_gateway_protocol_refusals_total\{status="(\d+)"\} (\d+)$/gm)].map(
+          ([, status, count]) => [status, Number(count)],
+        ),
+      );
+      expect(refused).toEqual({ '400': 5, '405': 1, '417': 1, '431': 1, '501': 1, '505': 1 });
     } finally {
       await framed.close();
     }
