@@ -226,6 +226,11 @@ export const configSchema = z.object({
   AQUEDUCT_MAX_ATTEMPTS: positiveInt
     .default(5)
     .describe('Attempts before a transiently failing event is dead-lettered.'),
+  AQUEDUCT_MAX_THROTTLES: positiveInt
+    .default(20)
+    .describe(
+      "Provider throttles (429s) one event may meet before it is dead-lettered (`max-throttles`). A throttle spends no attempt: the provider refused to look at the push then, not the push itself; its retry waits for the provider's Retry-After, or a back-off that doubles with each throttle.",
+    ),
   AQUEDUCT_RETRY_BASE_MS: positiveInt
     .default(1000)
     .describe('First retry delay; doubles each attempt (with jitter) unless the provider said Retry-After.'),

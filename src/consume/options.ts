@@ -19,6 +19,7 @@ export function consumerOptions(config: Config): NotificationConsumerOptions {
     maxMessageBytes: config.AQUEDUCT_MAX_MESSAGE_BYTES,
     maxHeaderBytes: config.AQUEDUCT_MAX_HEADER_BYTES,
     maxAttempts: config.AQUEDUCT_MAX_ATTEMPTS,
+    maxThrottles: config.AQUEDUCT_MAX_THROTTLES,
     retryBaseMs: config.AQUEDUCT_RETRY_BASE_MS,
     maxRetryDelayMs: config.AQUEDUCT_MAX_RETRY_DELAY_MS,
     maxFleetBlockMs: config.AQUEDUCT_MAX_FLEET_BLOCK_MS,

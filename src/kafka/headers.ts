@@ -4,6 +4,11 @@ import type { IHeaders } from 'kafkajs';
 export const HEADER = {
   /** Delivery attempt of a retried event (the original has none: attempt 1). */
   attempt: 'aqueduct-attempt',
+  /**
+   * Provider throttles (429s) a retried event has met. They spend no attempt: the provider refused to
+   * look at the push then, not the push itself (absent: none).
+   */
+  throttles: 'aqueduct-throttles',
   /** Epoch ms before which a retried event must not be sent. */
   notBefore: 'aqueduct-not-before',
   /** Why an event was dead-lettered, retried or reported. */

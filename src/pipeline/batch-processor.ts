@@ -30,6 +30,9 @@ import { markDone, Sender } from './sender.ts';
  */
 const READ_AGAIN_MS = 200;
 
+/** The first fleet block for a provider's project-wide 429 that came without Retry-After, in ms. */
+const UNANNOUNCED_BLOCK_MS = 1000;
+
 /** Options of {@link BatchProcessor}. */
 export interface BatchProcessorOptions extends ItemLimits, RetryPolicy {
   /** Most pushes started in one step of a batch. */
@@ -120,6 +123,8 @@ export class BatchProcessor {
   private readonly poolsOf = new WeakMap<PartitionState, Set<TokenPool>>();
   /** Devices throttled on their own (device-scoped 429s), paced in this process. */
   private readonly devices = new DeviceBackoff();
+  /** Per provider, the fleet blocks this process set for throttles without Retry-After (see `blockFleet`). */
+  private readonly unannouncedBlocks = new Map<Platform, { waves: number; setAt: number }>();
   /** Partitions assigned before this time (epoch ms) read their done-marks again before each send. */
   private recheckUntil = 0;
 
@@ -463,7 +468,9 @@ export class BatchProcessor {
   ): Promise<Settlement> {
     const { item, event, outcome } = answered;
     this.deps.observer.outcome?.(event, outcome, item);
-    if (blocksFleet(outcome) && outcome.kind === 'retry') await this.blockFleet(event, outcome.retryAfterMs);
+    if (blocksFleet(outcome) && outcome.kind === 'retry')
+      await this.blockFleet(event, outcome.retryAfterMs, decidedAt);
+    else if (outcome.kind === 'delivered') this.fleetAccepted(event.platform, decidedAt);
     const now = Date.now();
     const settlement = settleAnswered(answered, this.origin(state, item), this.options, now);
     this.devices.answered(event, outcome, now, decidedAt, this.options.maxRetryDelayMs);
@@ -472,19 +479,48 @@ export class BatchProcessor {
     return settlement;
   }
 
+  /** The block for a fleet throttle without Retry-After: 1 s, doubled per further wave (see `blockFleet`). */
+  private unannouncedBlockMs(platform: Platform, decidedAt: number, now: number): number {
+    const blocks = this.unannouncedBlocks.get(platform);
+    if (blocks === undefined) {
+      this.unannouncedBlocks.set(platform, { waves: 1, setAt: now });
+      return UNANNOUNCED_BLOCK_MS;
+    }
+    if (decidedAt > blocks.setAt) {
+      blocks.waves += 1;
+      blocks.setAt = now;
+    }
+    return UNANNOUNCED_BLOCK_MS * 2 ** Math.min(blocks.waves - 1, 30);
+  }
+
+  /** A delivery decided after the latest unannounced block: the provider takes pushes again. */
+  private fleetAccepted(platform: Platform, decidedAt: number): void {
+    const blocks = this.unannouncedBlocks.get(platform);
+    if (blocks !== undefined && decidedAt > blocks.setAt) this.unannouncedBlocks.delete(platform);
+  }
+
   private origin(state: PartitionState, item: Item): Origin {
     return { topic: state.topic, partition: state.partition, offset: item.offset };
   }
 
   /**
    * A project-wide 429: every consumer of the fleet stops sending to this provider until Retry-After has
-   * passed (1 s when the provider gave none), never longer than `maxFleetBlockMs`.
+   * passed, never longer than `maxFleetBlockMs`. When the provider gave none, the block is 1 s, doubled
+   * for each further wave of throttles (a throttle of a push decided after the previous block was set)
+   * until a push is delivered: FCM's quota is counted per minute, so a spent quota refuses every push for
+   * the rest of its minute, and a fixed short block would meet it again every second.
    */
-  private async blockFleet(event: NotificationEvent, retryAfterMs: number | undefined): Promise<void> {
+  private async blockFleet(
+    event: NotificationEvent,
+    retryAfterMs: number | undefined,
+    decidedAt: number,
+  ): Promise<void> {
     // The fleet block is written on the provider's bucket: any of the event's pools reaches it.
     const pool = this.deps.poolFor(event, 'normal');
     if (!pool) return;
-    const until = Date.now() + Math.min(retryAfterMs ?? 1000, this.options.maxFleetBlockMs);
+    const now = Date.now();
+    const blockMs = retryAfterMs ?? this.unannouncedBlockMs(event.platform, decidedAt, now);
+    const until = now + Math.min(blockMs, this.options.maxFleetBlockMs);
     // Only a later block is news to the fleet. (The pool's own dry spell does not count: it is this
     // process's wait for tokens, which the other processes know nothing of.)
     if (until <= pool.blockedUntilMs) return;

@@ -64,6 +64,8 @@ export interface NotificationConsumerOptions {
   maxHeaderBytes: number;
   /** Attempts before a transiently failing event is dead-lettered. */
   maxAttempts: number;
+  /** Provider throttles (429s) one event may meet before it is dead-lettered; they spend no attempt. */
+  maxThrottles: number;
   /** First retry delay, in ms; doubles each attempt (with jitter) unless the provider said Retry-After. */
   retryBaseMs: number;
   /** Longest delay of one event's retry, in ms (a Retry-After or the back-off is cut to it). */

@@ -155,6 +155,7 @@ export class NotificationConsumer {
         maxMessageBytes: this.options.maxMessageBytes,
         maxHeaderBytes: this.options.maxHeaderBytes,
         maxAttempts: this.options.maxAttempts,
+        maxThrottles: this.options.maxThrottles,
         retryBaseMs: this.options.retryBaseMs,
         maxRetryDelayMs: this.options.maxRetryDelayMs,
         maxFleetBlockMs: this.options.maxFleetBlockMs,

@@ -12,6 +12,8 @@ export interface Item {
   decoded: DecodeResult;
   /** 1 for an event read from the main topic; the retry topic counts up. */
   attempt: number;
+  /** Provider throttles it has met (retries only; they spend no attempt). */
+  throttles: number;
   /** Epoch ms before which it must not be sent (retries only); 0 for "now". */
   notBefore: number;
   /** The key its outcome is recorded under: the event's (tenant, id), or the message's coordinates when it has none. */
@@ -54,9 +56,10 @@ export function readItem(topic: string, partition: number, message: KafkaMessage
   // of the main topic with a far-future not-before.
   const fromRetry = topic === limits.retryTopic;
   const attempt = fromRetry ? Math.max(1, headerNumber(message.headers, HEADER.attempt, 1)) : 1;
+  const throttles = fromRetry ? Math.max(0, headerNumber(message.headers, HEADER.throttles, 0)) : 0;
   const notBefore = fromRetry ? headerNumber(message.headers, HEADER.notBefore, 0) : 0;
   const dedupeKey = new IdempotencyKey(
     decoded.ok ? idempotencyKey(decoded.event) : `@${topic}:${partition}:${message.offset}`,
   );
-  return { offset: message.offset, message, decoded, attempt, notBefore, dedupeKey };
+  return { offset: message.offset, message, decoded, attempt, throttles, notBefore, dedupeKey };
 }

@@ -21,6 +21,8 @@ export type OutcomeRecord =
       message: KafkaMessage;
       origin: Origin;
       attempt: number;
+      /** Provider throttles met so far (written only when some). */
+      throttles: number;
       notBefore: number;
       reason: string;
     }
@@ -132,6 +134,7 @@ export class OutcomeWriter {
             headers: {
               ...origin,
               [HEADER.attempt]: String(record.attempt),
+              ...(record.throttles > 0 ? { [HEADER.throttles]: String(record.throttles) } : {}),
               [HEADER.notBefore]: String(record.notBefore),
               [HEADER.reason]: record.reason,
             },

@@ -24,6 +24,12 @@ export interface Settlement {
 export interface RetryPolicy {
   /** Attempts before a transiently failing event is dead-lettered. */
   maxAttempts: number;
+  /**
+   * Provider throttles (429s) an event may meet before it is dead-lettered. A throttle spends no
+   * attempt: under a provider's per-minute quota every try within the rest of the minute is refused,
+   * whatever the push, so counting them as attempts would dead-letter pushes the next minute accepts.
+   */
+  maxThrottles: number;
   /** First retry delay (doubles per attempt, with jitter) when the provider gave no Retry-After. */
   retryBaseMs: number;
   /** Longest delay of one retry, in ms: a provider's Retry-After and the back-off are both cut to it. */
@@ -32,9 +38,14 @@ export interface RetryPolicy {
 
 /**
  * Every reason kind a dead letter can carry (`aqueduct-reason-kind`): a decode failure's, a provider's
- * refusal (`rejected`), or retries used up (`max-attempts`).
+ * refusal (`rejected`), attempts used up (`max-attempts`), or throttled too often (`max-throttles`).
  */
-export const DEAD_LETTER_KINDS: readonly string[] = [...DECODE_FAILURE_KINDS, 'rejected', 'max-attempts'];
+export const DEAD_LETTER_KINDS: readonly string[] = [
+  ...DECODE_FAILURE_KINDS,
+  'rejected',
+  'max-attempts',
+  'max-throttles',
+];
 
 /** A message that did not decode (or was too large): dead-lettered under its failure kind. */
 export function settleUndecodable(
@@ -64,6 +75,7 @@ export function settleAnswered(
     case 'rejected':
       return deadLetter(item, origin, 'rejected', outcome.reason);
     case 'retry': {
+      if (outcome.throttled) return settleThrottled(item, outcome, origin, policy, now, random);
       if (item.attempt >= policy.maxAttempts) {
         const reason = `gave up after ${item.attempt} attempts; last: ${outcome.reason}`;
         return deadLetter(item, origin, 'max-attempts', reason);
@@ -82,6 +94,7 @@ export function settleAnswered(
           message: item.message,
           origin,
           attempt: item.attempt + 1,
+          throttles: item.throttles,
           notBefore,
           reason: outcome.reason,
         },
@@ -89,6 +102,46 @@ export function settleAnswered(
       };
     }
   }
+}
+
+/**
+ * A throttled push (a 429 of any scope): tried again without spending an attempt, after the provider's
+ * Retry-After or a back-off that doubles with each throttle the event has met (from the provider's own
+ * first delay when it documents one, e.g. FCM's minute for its quota); dead-lettered as
+ * `max-throttles` once it has met `maxThrottles` of them.
+ */
+function settleThrottled(
+  item: Item,
+  outcome: Extract<Answered['outcome'], { kind: 'retry' }>,
+  origin: Origin,
+  policy: RetryPolicy,
+  now: number,
+  random: () => number,
+): Settlement {
+  const throttles = item.throttles + 1;
+  if (throttles >= policy.maxThrottles) {
+    const reason = `gave up after ${throttles} throttles; last: ${outcome.reason}`;
+    return deadLetter(item, origin, 'max-throttles', reason);
+  }
+  const delay = retryDelayMs(
+    throttles,
+    outcome.retryAfterMs,
+    Math.max(policy.retryBaseMs, outcome.backoffBaseMs ?? 0),
+    random,
+    policy.maxRetryDelayMs,
+  );
+  return {
+    record: {
+      kind: 'retry',
+      message: item.message,
+      origin,
+      attempt: item.attempt,
+      throttles,
+      notBefore: now + delay,
+      reason: outcome.reason,
+    },
+    retried: true,
+  };
 }
 
 /**
@@ -119,6 +172,7 @@ export function settleDeferred(item: Item, origin: Origin, notBefore: number): S
       message: item.message,
       origin,
       attempt: item.attempt,
+      throttles: item.throttles,
       notBefore,
       reason: 'device throttled: waiting for its slot',
     },

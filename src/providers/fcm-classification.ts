@@ -27,7 +27,16 @@ export interface FcmFailure {
    * code; absent otherwise (project quota, overload).
    */
   quotaScope?: 'device';
+  /** The fields a `google.rpc.BadRequest` detail names as invalid (`message.token`, …). */
+  invalidFields?: string[];
 }
+
+/**
+ * FCM's first retry delay for a project-wide QUOTA_EXCEEDED that came without Retry-After: "use
+ * exponential backoff with a minimum initial delay of 1 minute to retry rejected messages" (ErrorCode
+ * reference); the quota is counted per minute.
+ */
+export const FCM_QUOTA_BACKOFF_MS = 60_000;
 
 type Kind = Exclude<PushOutcome['kind'], 'delivered'>;
 
@@ -56,7 +65,7 @@ const BY_CODE: Record<string, { kind: Kind; throttled?: boolean }> = {
   UNSPECIFIED_ERROR: { kind: 'retry' },
   UNKNOWN: { kind: 'retry' },
   DEADLINE_EXCEEDED: { kind: 'retry' },
-  // Our OAuth token expired or was refused: firebase-admin fetches a fresh one for the next attempt.
+  // Our OAuth token expired or was refused: the provider has firebase-admin fetch a fresh one (fcm.ts).
   UNAUTHENTICATED: { kind: 'retry' },
   // APNs credentials of the Firebase project (pushes to iOS through FCM) are missing or invalid, or our
   // service account lacks the permission: no retry helps until someone fixes the project.
@@ -78,7 +87,7 @@ export function classifyFcmFailure(failure: FcmFailure, nowMs: number = Date.now
 
   if (code !== undefined && code in BY_CODE) {
     const rule = BY_CODE[code] as { kind: Kind; throttled?: boolean };
-    if (code === 'INVALID_ARGUMENT' && failure.message && INVALID_TOKEN_MESSAGE.test(failure.message)) {
+    if (code === 'INVALID_ARGUMENT' && namesTheToken(failure)) {
       return { kind: 'invalid-token', reason: 'INVALID_ARGUMENT: invalid registration token', ...status };
     }
     const reason = rule.kind === 'rejected' && failure.message ? `${code}: ${clip(failure.message)}` : code;
@@ -92,6 +101,7 @@ export function classifyFcmFailure(failure: FcmFailure, nowMs: number = Date.now
         scope,
         ...status,
         ...after,
+        ...quotaBackoff(scope, retryAfterMs),
       };
     }
     return { kind: rule.kind, reason, ...status };
@@ -100,7 +110,15 @@ export function classifyFcmFailure(failure: FcmFailure, nowMs: number = Date.now
   if (httpStatus === 429) {
     const scope = throttleScope(failure);
     const reason = scopedReason(code ?? 'HTTP 429', scope);
-    return { kind: 'retry', reason, throttled: true, scope, ...status, ...after };
+    return {
+      kind: 'retry',
+      reason,
+      throttled: true,
+      scope,
+      ...status,
+      ...after,
+      ...quotaBackoff(scope, retryAfterMs),
+    };
   }
   if (httpStatus !== undefined) return classifyByStatus(httpStatus, code, status, after);
 
@@ -151,6 +169,25 @@ function throttleScope(failure: FcmFailure): 'fleet' | 'device' {
   return failure.quotaScope === 'device' ? 'device' : 'fleet';
 }
 
+/** FCM's minute for a project-wide throttle that named no Retry-After (see FCM_QUOTA_BACKOFF_MS). */
+function quotaBackoff(
+  scope: 'fleet' | 'device',
+  retryAfterMs: number | undefined,
+): { backoffBaseMs?: number } {
+  return scope === 'fleet' && retryAfterMs === undefined ? { backoffBaseMs: FCM_QUOTA_BACKOFF_MS } : {};
+}
+
+/**
+ * Whether an INVALID_ARGUMENT is about the registration token: the `google.rpc.BadRequest` detail
+ * names `message.token` (the reference says that detail tells which field was invalid); without one,
+ * the message says "registration token".
+ */
+function namesTheToken(failure: FcmFailure): boolean {
+  if (failure.invalidFields !== undefined && failure.invalidFields.length > 0)
+    return failure.invalidFields.includes('message.token');
+  return failure.message !== undefined && INVALID_TOKEN_MESSAGE.test(failure.message);
+}
+
 function scopedReason(reason: string, scope: 'fleet' | 'device'): string {
   return scope === 'device' ? `${reason}: device message rate` : reason;
 }
@@ -187,7 +224,7 @@ export function describeFcmError(error: unknown, token?: string): FcmFailure {
   return failure;
 }
 
-type BodyFields = Pick<FcmFailure, 'fcmErrorCode' | 'status' | 'message' | 'quotaScope'>;
+type BodyFields = Pick<FcmFailure, 'fcmErrorCode' | 'status' | 'message' | 'quotaScope' | 'invalidFields'>;
 
 /**
  * Google's JSON error: `{ error: { code, message, status, details: [...] } }`, where details hold an
@@ -207,7 +244,13 @@ function readErrorBody(data: unknown, token: string | undefined): BodyFields {
   if (Array.isArray(details)) {
     for (const detail of details) {
       if (typeof detail !== 'object' || detail === null) continue;
-      const { '@type': type, errorCode, violations } = detail as Record<string, unknown>;
+      const {
+        '@type': type,
+        errorCode,
+        violations,
+        fieldViolations,
+        metadata,
+      } = detail as Record<string, unknown>;
       if (type === FCM_ERROR_TYPE && typeof errorCode === 'string') out.fcmErrorCode = errorCode;
       if (
         type === QUOTA_FAILURE_TYPE &&
@@ -215,6 +258,13 @@ function readErrorBody(data: unknown, token: string | undefined): BodyFields {
         violations.some((violation) => isDeviceQuotaViolation(violation, token))
       )
         out.quotaScope = 'device';
+      if (type === ERROR_INFO_TYPE && namesADeviceQuota(metadata)) out.quotaScope = 'device';
+      if (type === BAD_REQUEST_TYPE && Array.isArray(fieldViolations)) {
+        out.invalidFields = fieldViolations.flatMap((violation) => {
+          const field = (violation as { field?: unknown } | null)?.field;
+          return typeof field === 'string' ? [field] : [];
+        });
+      }
     }
   }
   if (out.fcmErrorCode !== undefined && DEVICE_RATE_CODES.has(out.fcmErrorCode)) out.quotaScope = 'device';
@@ -234,8 +284,30 @@ function speaksOfADevice(text: string): boolean {
   return /\bdevice\b/i.test(text);
 }
 
+/**
+ * Whether a quota's identifier names a device: `DeviceMessagesPerMinute`, `…/device_message_rate`,
+ * `perDevice` (camel case and separators split into words first).
+ */
+function identifierNamesADevice(identifier: string): boolean {
+  const words = identifier.replace(/([a-z0-9])([A-Z])/g, '$1 $2').replace(/[^A-Za-z0-9]+/g, ' ');
+  return /\bdevices?\b/i.test(words);
+}
+
+/**
+ * A `google.rpc.ErrorInfo`'s metadata names a device's quota: Google's quota errors carry the quota's
+ * identifiers there (`quota_limit`, `quota_metric`, `quota_id`…).
+ */
+function namesADeviceQuota(metadata: unknown): boolean {
+  if (typeof metadata !== 'object' || metadata === null) return false;
+  return Object.entries(metadata).some(
+    ([key, value]) => /^quota/i.test(key) && typeof value === 'string' && identifierNamesADevice(value),
+  );
+}
+
 export const FCM_ERROR_TYPE = 'type.googleapis.com/google.firebase.fcm.v1.FcmError';
 export const QUOTA_FAILURE_TYPE = 'type.googleapis.com/google.rpc.QuotaFailure';
+export const ERROR_INFO_TYPE = 'type.googleapis.com/google.rpc.ErrorInfo';
+export const BAD_REQUEST_TYPE = 'type.googleapis.com/google.rpc.BadRequest';
 
 /**
  * A QuotaFailure violation about one device's message rate. FCM's ErrorCode reference names three
@@ -246,9 +318,18 @@ export const QUOTA_FAILURE_TYPE = 'type.googleapis.com/google.rpc.QuotaFailure';
  */
 export function isDeviceQuotaViolation(violation: unknown, token?: string): boolean {
   if (typeof violation !== 'object' || violation === null) return false;
-  const { subject, description } = violation as { subject?: unknown; description?: unknown };
+  const { subject, description, ...identifiers } = violation as Record<string, unknown>;
   if (token && typeof subject === 'string' && namesToken(subject, token)) return true;
-  return [subject, description].some((text) => typeof text === 'string' && speaksOfADevice(text));
+  if ([subject, description].some((text) => typeof text === 'string' && speaksOfADevice(text))) return true;
+  // quotaMetric, quotaId, quotaDimensions (or their snake_case spelling): identifiers, not prose.
+  return Object.entries(identifiers).some(([key, value]) => /^quota/i.test(key) && namesADeviceIn(value));
+}
+
+function namesADeviceIn(value: unknown): boolean {
+  if (typeof value === 'string') return identifierNamesADevice(value);
+  if (typeof value === 'object' && value !== null)
+    return Object.entries(value).some(([key, inner]) => identifierNamesADevice(key) || namesADeviceIn(inner));
+  return false;
 }
 
 /** `token`, `…/token` or `…:token` (a resource name or a `kind:value` pair), never a mere substring. */

@@ -26,6 +26,8 @@ export interface FcmProviderOptions {
    * together with `endpoint` (production keeps real credentials).
    */
   accessToken?: string;
+  /** A firebase-admin credential to fetch OAuth access tokens with, instead of the options above. */
+  credential?: Credential;
   /** An FCM HTTP v1 server to use instead of fcm.googleapis.com (FCM_ENDPOINT, already parsed). */
   endpoint?: Endpoint;
   /** PEM certificate(s) to trust for TLS (the contents of FCM_CA_FILE); default: Node's CA store. */
@@ -40,6 +42,9 @@ export interface FcmProviderOptions {
 
 /** sendEach takes at most 500 messages (firebase-admin's FCM_MAX_BATCH_SIZE). */
 const SEND_EACH_LIMIT = 500;
+
+/** Fewest ms between two access-token refreshes forced by 401s (the answers of one wave ask for one). */
+const FORCED_REFRESH_INTERVAL_MS = 5000;
 
 let appCounter = 0;
 
@@ -64,6 +69,7 @@ export class FcmProvider implements PushProvider {
   private readonly messaging: Messaging;
   private readonly agent: https.Agent;
   private readonly maxInFlight: number;
+  private lastForcedRefresh = 0;
 
   constructor(options: FcmProviderOptions) {
     const maxInFlight = options.maxInFlight ?? 64;
@@ -106,11 +112,14 @@ export class FcmProvider implements PushProvider {
   private async sendPart(part: readonly PushRequest[]): Promise<PushOutcome[]> {
     try {
       const response = await this.messaging.sendEach(part.map((request) => toFcmMessage(request.event)));
-      return response.responses.map((result, i): PushOutcome => {
+      const outcomes = response.responses.map((result, i): PushOutcome => {
         if (result.success) return { kind: 'delivered', messageId: result.messageId ?? '', httpStatus: 200 };
         const token = (part[i] as PushRequest).event.token;
         return scrub(classifyFcmFailure(describeFcmError(result.error, token)), token);
       });
+      if (outcomes.some((outcome) => outcome.kind === 'retry' && outcome.httpStatus === 401))
+        this.refreshAccessToken();
+      return outcomes;
     } catch (error) {
       // sendEach itself failed (no project id, the app deleted): every push of the part shares the fate.
       const outcome = classifyFcmFailure(describeFcmError(error));
@@ -150,6 +159,21 @@ export class FcmProvider implements PushProvider {
     });
   }
 
+  /**
+   * FCM refused our OAuth access token (revoked, or the clock is off): firebase-admin would send the
+   * cached one until five minutes before it expires, so every retry in that time would meet the same
+   * 401. This fetches a fresh one for the next sends, through the app's internals (the only way to
+   * force it; without them the token is renewed when it expires).
+   */
+  private refreshAccessToken(): void {
+    const now = Date.now();
+    if (now - this.lastForcedRefresh < FORCED_REFRESH_INTERVAL_MS) return;
+    this.lastForcedRefresh = now;
+    const internals = (this.app as { INTERNAL?: { getToken?: (forceRefresh: boolean) => Promise<unknown> } })
+      .INTERNAL;
+    internals?.getToken?.(true)?.catch(() => {});
+  }
+
   async close(): Promise<void> {
     await deleteApp(this.app).catch(() => {});
     this.agent.destroy();
@@ -172,6 +196,7 @@ export function toFcmMessage(event: NotificationEvent): Message {
 }
 
 function chooseCredential(options: FcmProviderOptions): Credential {
+  if (options.credential !== undefined) return options.credential;
   if (options.accessToken !== undefined) return staticTokenCredential(options.accessToken);
   if (options.serviceAccountFile !== undefined) {
     try {

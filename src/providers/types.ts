@@ -27,6 +27,11 @@ export type PushOutcome =
       reason: string;
       httpStatus?: number;
       retryAfterMs?: number;
+      /**
+       * The first delay of the back-off the provider documents for this answer when it gave no
+       * Retry-After (FCM: a minute for its quota), if longer than the consumer's own.
+       */
+      backoffBaseMs?: number;
       throttled: boolean;
       /** What a throttle is about; set when `throttled` (absent: `fleet`). */
       scope?: ThrottleScope;

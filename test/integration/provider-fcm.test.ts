@@ -251,6 +251,29 @@ describe('FCM provider: credentials and trust', () => {
     }
   });
 
+  it('fetches a fresh access token after FCM refused the cached one, so the retry is not refused again', async () => {
+    const sim = await startFcmSimulator({ verifyAuth: true, accessToken: 'fresh' });
+    // The first token is refused (as a revoked one is) long before firebase-admin would renew it.
+    const issued: string[] = [];
+    const credential = {
+      getAccessToken: async () => {
+        const token = issued.length === 0 ? 'revoked' : 'fresh';
+        issued.push(token);
+        return { access_token: token, expires_in: 3600 };
+      },
+    };
+    const fcm = fcmTo(sim, { credential });
+    try {
+      expect((await fcm.send([pushRequest()]))[0]).toMatchObject({ kind: 'retry', httpStatus: 401 });
+      expect((await fcm.send([pushRequest()]))[0]?.kind).toBe('delivered');
+      expect(issued).toEqual(['revoked', 'fresh']);
+      expect(sim.stats()).toMatchObject({ accepted: 1, authFailures: 1 });
+    } finally {
+      await fcm.close();
+      await sim.close();
+    }
+  });
+
   it('refuses a server it was not told to trust, as a retry naming the TLS error', async () => {
     const sim = await startFcmSimulator();
     const untrusting = fcmTo(sim, { trust: false });

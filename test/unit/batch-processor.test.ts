@@ -260,6 +260,7 @@ function rig({
       maxMessageBytes: 16 * 1024,
       maxHeaderBytes: 16 * 1024,
       maxAttempts: 3,
+      maxThrottles: 20,
       retryBaseMs: 1000,
       maxRetryDelayMs: 3_600_000,
       maxFleetBlockMs: 60_000,
@@ -526,9 +527,48 @@ describe('BatchProcessor', () => {
     expect(r.source.blocks[0]?.buckets).toEqual(['fcm']);
     expect(r.source.blocks[0]?.retryAfterMs).toBeGreaterThan(1900);
     expect(r.pool.blockedUntilMs).toBeGreaterThanOrEqual(before + 2000);
-    expect(r.outcomes.records).toMatchObject([{ kind: 'retry', attempt: 2 }]);
+    // A throttle spends no attempt; it is counted on its own.
+    expect(r.outcomes.records).toMatchObject([{ kind: 'retry', attempt: 1, throttles: 1 }]);
     const [record] = r.outcomes.records;
     expect(record?.kind === 'retry' && record.notBefore).toBeGreaterThanOrEqual(before + 2000);
+  });
+
+  it('doubles the fleet block for each further wave of throttles without Retry-After, until a push is delivered', async () => {
+    let throttling = true;
+    const r = rig({
+      answer: (request) =>
+        throttling
+          ? { kind: 'retry', reason: 'QUOTA_EXCEEDED', httpStatus: 429, throttled: true }
+          : { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 },
+    });
+    let offset = 0;
+    /** The fleet block set by one batch of two events, sent once every earlier block has passed. */
+    const blockOfNextWave = async (): Promise<number | undefined> => {
+      vi.setSystemTime(Date.now() + 120_000);
+      const blocks = r.source.blocks.length;
+      const ids = [offset++, offset++];
+      await r.processor.eachBatch(
+        payloadOf(
+          TOPIC,
+          ids.map((i) => message(i, event(`e${i}`))),
+        ).payload,
+      );
+      expect(r.source.blocks.length - blocks).toBeLessThanOrEqual(1);
+      return r.source.blocks.length > blocks ? r.source.blocks.at(-1)?.retryAfterMs : undefined;
+    };
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      // Two throttles of one wave count once: 1 s; then 2 s and 4 s for the waves sent after each block.
+      expect(await blockOfNextWave()).toBe(1000);
+      expect(await blockOfNextWave()).toBe(2000);
+      expect(await blockOfNextWave()).toBe(4000);
+      throttling = false;
+      expect(await blockOfNextWave()).toBeUndefined();
+      throttling = true;
+      expect(await blockOfNextWave()).toBe(1000);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('never blocks the fleet longer than maxFleetBlockMs, nor delays a retry beyond maxRetryDelayMs', async () => {
@@ -596,8 +636,12 @@ describe('BatchProcessor', () => {
     expect(r.pool.blockedUntilMs).toBe(0);
     // Every other device's event was sent and delivered, after the 429s as before them.
     for (const i of [1, 2, 3, 4, 5, 7, 8, 9]) expect(r.doneStore.marks.get(`o${i}`)).toBe('delivered');
-    // The hot device's events went out before anything was known of it: both retried, attempt 2.
-    expect(r.outcomes.records.map((record) => record.kind === 'retry' && record.attempt)).toEqual([2, 2]);
+    // The hot device's events went out before anything was known of it: both retried, throttled once,
+    // no attempt spent.
+    expect(r.outcomes.records).toMatchObject([
+      { kind: 'retry', attempt: 1, throttles: 1 },
+      { kind: 'retry', attempt: 1, throttles: 1 },
+    ]);
     expect(first.calls.resolved.at(-1)).toBe('9');
 
     // Later events for the hot device wait for its slot: deferred to the retry topic, no attempt spent,
@@ -614,7 +658,7 @@ describe('BatchProcessor', () => {
     const deferred = r.outcomes.records.slice(2);
     expect(deferred).toHaveLength(2);
     for (const record of deferred) {
-      expect(record).toMatchObject({ kind: 'retry', attempt: 1 });
+      expect(record).toMatchObject({ kind: 'retry', attempt: 1, throttles: 0 });
       // Not before the device's block (one spacing: 250 ms, as APNs gave no Retry-After) has passed.
       expect(record.kind === 'retry' && record.notBefore).toBeGreaterThanOrEqual(before + 200);
     }
@@ -640,10 +684,12 @@ describe('BatchProcessor', () => {
     await r.processor.eachBatch(payload);
     expect(r.providers.fcm.sent.filter((id) => id.startsWith('h'))).toHaveLength(8);
     expect(r.providers.fcm.sent.filter((id) => id.startsWith('o'))).toHaveLength(5);
-    // The 8 refused are retried (attempt 2); the other 17 wait for the device's slots (attempt 1).
-    const attempts = r.outcomes.records.map((record) => (record.kind === 'retry' ? record.attempt : 0));
-    expect(attempts.filter((a) => a === 2)).toHaveLength(8);
-    expect(attempts.filter((a) => a === 1)).toHaveLength(17);
+    // The 8 refused are retried, throttled once; the other 17 wait for the device's slots. None spent
+    // an attempt.
+    const throttles = r.outcomes.records.map((record) => (record.kind === 'retry' ? record.throttles : -1));
+    expect(throttles.filter((t) => t === 1)).toHaveLength(8);
+    expect(throttles.filter((t) => t === 0)).toHaveLength(17);
+    expect(r.outcomes.records.every((record) => record.kind === 'retry' && record.attempt === 1)).toBe(true);
     expect(calls.resolved.at(-1)).toBe('29');
     expect(r.source.blocks).toEqual([]);
   });
@@ -662,9 +708,58 @@ describe('BatchProcessor', () => {
     expect(r.source.blocks).toEqual([]);
     expect(r.providers.fcm.sent).toEqual(['e0', 'e1']);
     expect(r.outcomes.records).toMatchObject([
-      { kind: 'retry', attempt: 2 },
-      { kind: 'retry', attempt: 2 },
+      { kind: 'retry', attempt: 1, throttles: 1 },
+      { kind: 'retry', attempt: 1, throttles: 1 },
     ]);
+  });
+
+  it('retries a throttled event without spending an attempt, backing off per throttle, and dead-letters it after maxThrottles', async () => {
+    const r = rig({
+      answer: () => ({ kind: 'retry', reason: 'QUOTA_EXCEEDED', httpStatus: 429, throttled: true }),
+      options: { maxThrottles: 4 },
+    });
+    const retried = (throttles: number) => ({
+      [HEADER.attempt]: '3',
+      [HEADER.throttles]: String(throttles),
+      [HEADER.notBefore]: '0',
+    });
+    const before = Date.now();
+    const { payload } = payloadOf(RETRY_TOPIC, [
+      message(0, event('e0'), { [HEADER.attempt]: '3' }),
+      message(1, event('e1'), retried(2)),
+      message(2, event('e2'), retried(3)),
+    ]);
+    await r.processor.eachBatch(payload);
+    // On its last attempt, a throttle still spends none: tried again, after a back-off doubling per
+    // throttle (1 s, then 4 s at the third, ± 25 %).
+    const [first, third, fourth] = r.outcomes.records;
+    expect(first).toMatchObject({ kind: 'retry', attempt: 3, throttles: 1 });
+    expect(first?.kind === 'retry' && first.notBefore).toBeGreaterThanOrEqual(before + 750);
+    expect(first?.kind === 'retry' && first.notBefore).toBeLessThanOrEqual(Date.now() + 1250);
+    expect(third).toMatchObject({ kind: 'retry', attempt: 3, throttles: 3 });
+    expect(third?.kind === 'retry' && third.notBefore).toBeGreaterThanOrEqual(before + 3000);
+    expect(fourth).toMatchObject({
+      kind: 'dead-letter',
+      reasonKind: 'max-throttles',
+      reason: 'gave up after 4 throttles; last: QUOTA_EXCEEDED',
+    });
+    expect(r.events).toContain('dead-lettered max-throttles e2');
+  });
+
+  it("waits at least the provider's documented first back-off for a throttle without Retry-After", async () => {
+    const r = rig({
+      answer: () => ({
+        kind: 'retry',
+        reason: 'QUOTA_EXCEEDED',
+        httpStatus: 429,
+        throttled: true,
+        backoffBaseMs: 60_000,
+      }),
+    });
+    const before = Date.now();
+    await r.processor.eachBatch(payloadOf(TOPIC, [message(0, event('e0'))]).payload);
+    const [record] = r.outcomes.records;
+    expect(record?.kind === 'retry' && record.notBefore).toBeGreaterThanOrEqual(before + 45_000);
   });
 
   it('after a failed step pauses for a back-off and resolves nothing past the first unfinished offset', async () => {

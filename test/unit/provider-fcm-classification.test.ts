@@ -94,9 +94,54 @@ const table: Array<[string, FcmFailure, PushOutcome]> = [
     },
   ],
   [
-    '429 without Retry-After',
+    // FCM: "use exponential backoff with a minimum initial delay of 1 minute to retry rejected messages".
+    '429 without Retry-After: retried after a minute at the earliest',
     { httpStatus: 429, status: 'RESOURCE_EXHAUSTED', fcmErrorCode: 'QUOTA_EXCEEDED' },
-    { kind: 'retry', reason: 'QUOTA_EXCEEDED', throttled: true, scope: 'fleet', httpStatus: 429 },
+    {
+      kind: 'retry',
+      reason: 'QUOTA_EXCEEDED',
+      throttled: true,
+      scope: 'fleet',
+      httpStatus: 429,
+      backoffBaseMs: 60_000,
+    },
+  ],
+  [
+    "429 for one device without Retry-After: the device's pacing decides, no minute",
+    { httpStatus: 429, status: 'RESOURCE_EXHAUSTED', fcmErrorCode: 'QUOTA_EXCEEDED', quotaScope: 'device' },
+    {
+      kind: 'retry',
+      reason: 'QUOTA_EXCEEDED: device message rate',
+      throttled: true,
+      scope: 'device',
+      httpStatus: 429,
+    },
+  ],
+  [
+    '400 INVALID_ARGUMENT whose BadRequest names message.token',
+    {
+      httpStatus: 400,
+      status: 'INVALID_ARGUMENT',
+      fcmErrorCode: 'INVALID_ARGUMENT',
+      message: "Invalid value at 'message.token'",
+      invalidFields: ['message.token'],
+    },
+    { kind: 'invalid-token', reason: 'INVALID_ARGUMENT: invalid registration token', httpStatus: 400 },
+  ],
+  [
+    '400 INVALID_ARGUMENT whose BadRequest names another field, however the message reads',
+    {
+      httpStatus: 400,
+      status: 'INVALID_ARGUMENT',
+      fcmErrorCode: 'INVALID_ARGUMENT',
+      message: 'Message to this registration token is too big',
+      invalidFields: ['message.data'],
+    },
+    {
+      kind: 'rejected',
+      reason: 'INVALID_ARGUMENT: Message to this registration token is too big',
+      httpStatus: 400,
+    },
   ],
   [
     '503 UNAVAILABLE with Retry-After',
@@ -303,6 +348,77 @@ describe('FCM classification', () => {
     expect(
       describeFcmError(answer([fcmError, quota({ subject: 'devices-ish' })])).quotaScope,
     ).toBeUndefined();
+  });
+
+  it("reads a device's quota off the identifiers Google's quota errors carry: QuotaFailure's quota metric and ErrorInfo's metadata", () => {
+    const answer = (details: unknown[]) =>
+      describeFcmError(
+        Object.assign(new Error('Quota exceeded'), {
+          code: 'messaging/message-rate-exceeded',
+          httpResponse: {
+            status: 429,
+            headers: {},
+            data: { error: { code: 429, message: 'Quota exceeded', status: 'RESOURCE_EXHAUSTED', details } },
+          },
+        }),
+      ).quotaScope;
+    const quota = (violation: Record<string, unknown>) => ({
+      '@type': 'type.googleapis.com/google.rpc.QuotaFailure',
+      violations: [{ subject: 'project_number:123', description: 'Rate exceeded.', ...violation }],
+    });
+    const info = (metadata: Record<string, string>) => ({
+      '@type': 'type.googleapis.com/google.rpc.ErrorInfo',
+      reason: 'RATE_LIMIT_EXCEEDED',
+      domain: 'googleapis.com',
+      metadata: { service: 'fcm.googleapis.com', consumer: 'projects/123', ...metadata },
+    });
+    expect(answer([quota({ quota_metric: 'fcm.googleapis.com/device_message_rate' })])).toBe('device');
+    expect(answer([quota({ quotaMetric: 'fcm.googleapis.com/device_message_rate' })])).toBe('device');
+    expect(answer([quota({ quotaId: 'MessagesPerMinutePerDevice' })])).toBe('device');
+    expect(answer([quota({ quotaDimensions: { device: 'abc' } })])).toBe('device');
+    expect(answer([info({ quota_limit: 'DeviceMessagesPerMinute' })])).toBe('device');
+    expect(answer([info({ quota_metric: 'fcm.googleapis.com/devices_messages' })])).toBe('device');
+    // The project's quota, in the same places: the fleet's.
+    expect(answer([quota({ quota_metric: 'fcm.googleapis.com/fcm_send_requests' })])).toBeUndefined();
+    expect(answer([quota({ quotaId: 'SendRequestsPerMinutePerProject' })])).toBeUndefined();
+    expect(
+      answer([
+        info({ quota_limit: 'SendRequestsPerMinutePerProject', quota_metric: 'fcm.googleapis.com/sends' }),
+      ]),
+    ).toBeUndefined();
+    // Only quota identifiers count: a consumer named after devices is no device quota.
+    expect(answer([info({ consumer: 'projects/device-lab' })])).toBeUndefined();
+  });
+
+  it('reads the fields a BadRequest detail names', () => {
+    const failure = describeFcmError(
+      Object.assign(new Error("Invalid value at 'message.token'"), {
+        code: 'messaging/invalid-argument',
+        httpResponse: {
+          status: 400,
+          headers: {},
+          data: {
+            error: {
+              code: 400,
+              message: "Invalid value at 'message.token'",
+              status: 'INVALID_ARGUMENT',
+              details: [
+                {
+                  '@type': 'type.googleapis.com/google.firebase.fcm.v1.FcmError',
+                  errorCode: 'INVALID_ARGUMENT',
+                },
+                {
+                  '@type': 'type.googleapis.com/google.rpc.BadRequest',
+                  fieldViolations: [{ field: 'message.token', description: 'Invalid registration token' }],
+                },
+              ],
+            },
+          },
+        },
+      }),
+    );
+    expect(failure.invalidFields).toEqual(['message.token']);
+    expect(classifyFcmFailure(failure, NOW)).toMatchObject({ kind: 'invalid-token' });
   });
 
   it("reads a device message rate off the error's message or the legacy device-rate code", () => {
