@@ -265,9 +265,9 @@ export const configSchema = z.object({
     .number()
     .int()
     .min(0)
-    .optional()
+    .default(86_400)
     .describe(
-      'How long a final outcome is remembered by (tenant, id), so that a second copy of an event published again is pushed once, in seconds (remembered at least this long, at most twice). Default 86400; 0 turns the window off (redeliveries after a crash or a rebalance are still recognized, by offset). About 18 bytes of Redis memory per event in the window.',
+      'How long a final outcome is remembered by (tenant, id), so that a second copy of an event published again is pushed once, in seconds (remembered at least this long, at most twice). 0 turns the window off (redeliveries after a crash or a rebalance are still recognized, by offset). About 16 bytes of Redis memory per event in the window.',
     ),
   AQUEDUCT_MARK_FLUSH_MS: z.coerce
     .number()
@@ -397,6 +397,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, file?: string):
   const merged = readSettings(Object.keys(configSchema.shape), env, file);
   const parsed = configSchema.safeParse(merged);
   if (!parsed.success) throw new ConfigError(`invalid configuration: ${describeIssues(parsed.error.issues)}`);
+  // The deprecated name stands in for the window where the window itself is not given.
+  const deprecatedWindow = parsed.data.AQUEDUCT_DEDUPE_TTL_SECONDS;
+  if (merged.AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS === undefined && deprecatedWindow !== undefined) {
+    parsed.data.AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS = deprecatedWindow;
+  }
   checkConnectionSettings(parsed.data);
   return parsed.data;
 }
@@ -451,14 +456,15 @@ export interface Topics {
   invalidTokens: string;
 }
 
-/** The topics of AQUEDUCT_TOPIC's family. */
-/** The idempotency window in seconds: the setting, else its deprecated name's value, else a day. */
-export function idempotencyWindowOf(
-  config: Pick<Config, 'AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS' | 'AQUEDUCT_DEDUPE_TTL_SECONDS'>,
-): number {
-  return config.AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS ?? config.AQUEDUCT_DEDUPE_TTL_SECONDS ?? 86_400;
+/**
+ * The idempotency window in seconds: the setting, else its deprecated name's value (`loadConfig` puts
+ * that in its place), else a day.
+ */
+export function idempotencyWindowOf(config: Pick<Config, 'AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS'>): number {
+  return config.AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS;
 }
 
+/** The topics of AQUEDUCT_TOPIC's family. */
 export function topicsOf(config: Pick<Config, 'AQUEDUCT_TOPIC'>): Topics {
   return topicFamily(config.AQUEDUCT_TOPIC);
 }

@@ -18,9 +18,34 @@ export class ConfigError extends Error {
 export const FILE_SUFFIX = '_FILE';
 
 /**
+ * The settings only the gateway (`aqueduct serve`, src/gateway/config.ts) reads; the consumer's schema
+ * has none of them. One `--config` file may configure every process, so the consumer's commands accept
+ * these keys in it and ignore them. Written out rather than derived: the gateway's schema is built from
+ * the consumer's, so this module cannot import it; a unit test keeps the list equal to the difference.
+ */
+export const GATEWAY_ONLY_SETTINGS: readonly string[] = [
+  'AQUEDUCT_GATEWAY_TENANT_LIMITS',
+  'AQUEDUCT_GATEWAY_PORT',
+  'AQUEDUCT_GATEWAY_ADMIN_PORT',
+  'AQUEDUCT_GATEWAY_HOST',
+  'AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS',
+  'AQUEDUCT_GATEWAY_HEADERS_TIMEOUT_MS',
+  'AQUEDUCT_GATEWAY_KEEP_ALIVE_TIMEOUT_MS',
+  'AQUEDUCT_GATEWAY_CONNECTION_TIMEOUT_MS',
+  'AQUEDUCT_GATEWAY_MAX_CONNECTIONS',
+  'AQUEDUCT_GATEWAY_API_KEYS',
+  'AQUEDUCT_GATEWAY_MAX_BATCH',
+  'AQUEDUCT_GATEWAY_MAX_BODY_BYTES',
+  'AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS',
+  'AQUEDUCT_GATEWAY_PRODUCERS',
+  'AQUEDUCT_GATEWAY_RETRY_AFTER_SECONDS',
+];
+
+/**
  * The raw values of the settings named in `keys`, from the environment or the JSON `file` (the
- * environment wins), each given directly or through `<NAME>_FILE`. Keys of the file that name neither a
- * setting of `keys` nor one of `alsoAccepted` are an error (a typo must not be silently ignored).
+ * environment wins), each given directly or through `<NAME>_FILE`. Keys of the file that name a setting
+ * of `alsoAccepted` or of {@link GATEWAY_ONLY_SETTINGS} are ignored; any other key that is not in `keys`
+ * is an error (a typo must not be silently ignored).
  */
 export function readSettings(
   keys: readonly string[],
@@ -39,7 +64,7 @@ export function readSettings(
       throw new ConfigError(`cannot read config file ${file}: ${why}`);
     }
   }
-  const accepted = new Set([...keys, ...alsoAccepted]);
+  const accepted = new Set([...keys, ...alsoAccepted, ...GATEWAY_ONLY_SETTINGS]);
   const isKnown = (key: string) =>
     accepted.has(key) || (key.endsWith(FILE_SUFFIX) && accepted.has(key.slice(0, -FILE_SUFFIX.length)));
   const unknownInFile = Object.keys(fromFile).filter((key) => !isKnown(key));

@@ -32,7 +32,7 @@ export function registerConsumeCommand(program: Command): void {
     .option('--config <file>', 'JSON file with the settings below (environment variables win)')
     .addHelpText(
       'after',
-      `\nSettings (environment variables, or keys of --config):\n${reference}\n  OTEL_*${' '.repeat(35)}standard OpenTelemetry variables; tracing is on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER is set`,
+      `\nSettings (environment variables, or keys of --config):\n${reference}\n  OTEL_*${' '.repeat(35)}standard OpenTelemetry variables; tracing is on when OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_CONFIG_FILE is set, or OTEL_TRACES_EXPORTER names an exporter other than none (OTEL_SDK_DISABLED=true turns it off)`,
     )
     .action(async (flags: { config?: string }) => {
       const config = await exitOnConfigError('consume', () => loadConfig(process.env, flags.config));

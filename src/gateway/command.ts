@@ -28,7 +28,7 @@ export function registerServeCommand(program: Command): void {
     )
     .addHelpText(
       'after',
-      `\nSettings (environment variables, or keys of --config):\n${reference}\n  OTEL_*${' '.repeat(35)}standard OpenTelemetry variables (tracing is off when none is set)`,
+      `\nSettings (environment variables, or keys of --config):\n${reference}\n  OTEL_*${' '.repeat(35)}standard OpenTelemetry variables; tracing is on when OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_CONFIG_FILE is set, or OTEL_TRACES_EXPORTER names an exporter other than none (OTEL_SDK_DISABLED=true turns it off)`,
     )
     .action(async (flags: { config?: string; hashKey?: string }) => {
       if (flags.hashKey !== undefined) {

@@ -1,4 +1,5 @@
-import { eventJsonSchema } from '../events/event.ts';
+import { EVENT_LIMITS, eventJsonSchema } from '../events/event.ts';
+import { PROVIDER_PAYLOAD_LIMIT_BYTES } from '../events/payload.ts';
 
 /** Options of {@link openApiDocument}: the limits the document states. */
 export interface OpenApiOptions {
@@ -8,6 +9,81 @@ export interface OpenApiOptions {
 }
 
 type Json = Record<string, unknown>;
+
+/**
+ * Every `error` the ingest API answers with, by status, and when. The answers written before any route
+ * (framing, deadlines, headers, `CONNECT`) are src/gateway/bounded-server.ts'; a unit test keeps this
+ * table equal to the `error` values in the gateway's code.
+ */
+function errorTypes(options: OpenApiOptions) {
+  const beforeBody = 'checked before the body is read, and the connection is closed';
+  return {
+    '400': {
+      'invalid-json': 'the body is not JSON, or not UTF-8 (never read with replacement characters).',
+      'invalid-body':
+        'the body is empty, is neither one event nor a batch `{"events": [...]}` of at least one event, or holds a `__proto__` key or a `constructor` key holding `prototype` (JSON that could poison prototypes).',
+      'invalid-event':
+        'an event breaks the contract; `message` names the field: `events[2].token: Too small: expected string to have >=1 characters`.',
+      'duplicate-id': 'two events of the request have one id.',
+      'ambiguous-api-key': `more than one API key: two \`Authorization\` fields, two \`X-API-Key\` fields, or one of each (\`WWW-Authenticate\` says \`error="invalid_request"\`); ${beforeBody}.`,
+      'bad-request':
+        'the request breaks HTTP/1.1 framing (two different `Content-Length`s, `Transfer-Encoding` with `Content-Length`, a bad chunk) or has no `Host` field; answered before any route, and the connection is closed.',
+    },
+    '401': {
+      unauthorized: `no API key (\`Authorization: Bearer <key>\` or \`X-API-Key: <key>\`), or an unknown one (\`WWW-Authenticate\` then says \`error="invalid_token"\`); ${beforeBody}.`,
+    },
+    '403': { 'tenant-mismatch': "an event names a tenant other than the API key's." },
+    '404': {
+      'not-found': 'any other path, another spelling of this one (`/v1/../v1/notifications`) included.',
+    },
+    '405': {
+      'method-not-allowed':
+        'any method but POST on this path, and `CONNECT` to any target (nothing here tunnels; the connection is closed); `Allow: POST`.',
+    },
+    '408': {
+      'request-timeout': 'the headers and body did not all arrive in time; the connection is closed.',
+    },
+    '413': {
+      'body-too-large': `the body is larger than ${options.maxBodyBytes} bytes.`,
+      'too-many-events': `a batch has more than ${options.maxBatch} events.`,
+      'event-too-large': `an event is larger than ${EVENT_LIMITS.maxMessageBytes} bytes as JSON (the contract's limit).`,
+      'payload-too-large': `an event's push would be larger than the providers' ${PROVIDER_PAYLOAD_LIMIT_BYTES} bytes.`,
+      'batch-above-burst':
+        "a batch has more events than the tenant's burst, so it could never be admitted: split it.",
+    },
+    '415': {
+      'unsupported-media-type':
+        'the body is not `application/json`, or declares a `charset` other than `utf-8`.',
+      'unsupported-content-encoding':
+        'the body has a `Content-Encoding` such as `gzip` (the answer says `Accept-Encoding: identity`): send it uncompressed.',
+    },
+    '417': { 'expectation-failed': `an \`Expect\` other than \`100-continue\`; ${beforeBody}.` },
+    '429': {
+      throttled:
+        'the tenant is above its admission limit (every request costs one unit before its body is read, invalid ones included); retry after `Retry-After` seconds.',
+    },
+    '431': {
+      'headers-too-large':
+        'the request headers are larger than 16 KiB; answered before any route, and the connection is closed.',
+    },
+    '500': { internal: 'a fault of the gateway, which it logs.' },
+    '501': {
+      'not-implemented': `a \`Transfer-Encoding\` coding other than \`chunked\` (\`gzip, chunked\`); ${beforeBody}. Send the body uncoded, chunked or with \`Content-Length\`.`,
+    },
+    '503': {
+      unavailable:
+        "Kafka (or the limiter's Redis) could not be reached, or Kafka refused the write outright (the topic does not exist, or the gateway may not write to it); nothing was accepted.",
+      'outcome-unknown':
+        'the events were sent but Kafka did not acknowledge them (an error answer after retries, or none in time), so they may or may not have been written; retrying with the same event ids (listed in `ids`) is safe, an id is pushed at most once.',
+      // fastify's own answer (return503OnClosing), in its own words.
+      'Service Unavailable':
+        'the gateway is shutting down and took no new request (no `Retry-After`; the connection is closed): send it to another instance.',
+    },
+    '505': {
+      'http-version-not-supported': `the request line names an HTTP version other than 1.x (\`HTTP/2.0\`); ${beforeBody}. Speak HTTP/1.1.`,
+    },
+  } satisfies Record<string, Record<string, string>>;
+}
 
 /**
  * The OpenAPI 3.1 document of the gateway, served at `/openapi.json`. The event's schema is the
@@ -29,11 +105,30 @@ export function openApiDocument(options: OpenApiOptions): Json {
     RateLimit: { $ref: '#/components/headers/RateLimit' },
     'RateLimit-Policy': { $ref: '#/components/headers/RateLimit-Policy' },
   };
-  const problem = (description: string, extraHeaders: Json = {}) => ({
-    description,
-    headers: { ...rateLimitHeaders, ...extraHeaders },
-    content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
-  });
+  const errors = errorTypes(options);
+  /**
+   * An error answer: its `error` values, each with when it is given, and its headers (the RateLimit
+   * fields only on answers to a known tenant).
+   */
+  const problem = (status: keyof typeof errors, summary: string, headers: Json = {}) => {
+    const types: Record<string, string> = errors[status];
+    return {
+      description: [summary, ...Object.entries(types).map(([type, when]) => `\`${type}\`: ${when}`)].join(
+        '\n\n',
+      ),
+      headers,
+      content: {
+        'application/json': {
+          schema: {
+            allOf: [
+              { $ref: '#/components/schemas/Error' },
+              { type: 'object', properties: { error: { enum: Object.keys(types) } } },
+            ],
+          },
+        },
+      },
+    };
+  };
   return {
     openapi: '3.1.0',
     info: {
@@ -79,35 +174,40 @@ export function openApiDocument(options: OpenApiOptions): Json {
               headers: rateLimitHeaders,
               content: { 'application/json': { schema: { $ref: '#/components/schemas/Accepted' } } },
             },
-            '400': problem(
-              'Not UTF-8 JSON, not an event or batch, or an event that breaks the contract: `message` names the field. `error: ambiguous-api-key`: more than one API key (two `Authorization` fields, or `Authorization` and `X-API-Key`).',
-            ),
-            '401': problem(
-              'No API key, or one that is not valid (`WWW-Authenticate` then says `error="invalid_token"`).',
-            ),
-            '403': problem("An event names a tenant other than the API key's."),
-            '413': problem(
-              "The body, the batch, or one event is larger than allowed (or than the tenant's burst).",
-            ),
-            '415': problem(
-              'The body is not `application/json` in UTF-8 (a `charset` other than `utf-8`), or it is compressed (`error: unsupported-content-encoding`, with `Accept-Encoding: identity`): send it uncompressed.',
-            ),
-            '408': problem('The headers and body did not all arrive in time; the connection is closed.'),
-            '501': problem(
-              'A `Transfer-Encoding` coding other than `chunked` (`gzip, chunked`); the connection is closed. Send the body uncoded, chunked or with `Content-Length`.',
-            ),
-            '505': problem(
-              'The request line names an HTTP version other than 1.x (`HTTP/2.0`); the connection is closed. Speak HTTP/1.1.',
-            ),
-            '417': problem('An `Expect` other than `100-continue`; the connection is closed.'),
-            '429': problem(
-              'The tenant is above its admission limit (every request costs one unit before its body is read, invalid ones included); retry after `Retry-After` seconds.',
-              { 'Retry-After': { $ref: '#/components/headers/Retry-After' } },
-            ),
-            '503': problem(
-              "`error: unavailable`: Kafka (or the limiter's Redis) could not be reached, or Kafka refused the write outright (the topic does not exist, or the gateway may not write to it); nothing was accepted. `error: outcome-unknown`: the events were sent but Kafka did not acknowledge them (an error answer after retries, or none in time), so they may or may not have been written; retrying with the same event ids (listed in `ids`) is safe, an id is pushed at most once.",
-              { 'Retry-After': { $ref: '#/components/headers/Retry-After' } },
-            ),
+            '400': problem('400', 'The request or its body is malformed; `message` says how.', {
+              ...rateLimitHeaders,
+              'WWW-Authenticate': { $ref: '#/components/headers/WWW-Authenticate' },
+            }),
+            '401': problem('401', 'No API key, or one that is not valid.', {
+              'WWW-Authenticate': { $ref: '#/components/headers/WWW-Authenticate' },
+            }),
+            '403': problem('403', "An event names a tenant other than the API key's.", rateLimitHeaders),
+            '404': problem('404', 'No such route.'),
+            '405': problem('405', 'A method this path does not take.', {
+              Allow: { description: 'The one method the API takes: `POST`.', schema: { const: 'POST' } },
+            }),
+            '408': problem('408', 'The request did not arrive in time; the connection is closed.'),
+            '413': problem('413', 'The body, the batch or one event is too large.', rateLimitHeaders),
+            '415': problem('415', 'The body is not uncompressed `application/json` in UTF-8.', {
+              ...rateLimitHeaders,
+              'Accept-Encoding': {
+                description: 'With `unsupported-content-encoding`: `identity`.',
+                schema: { type: 'string' },
+              },
+            }),
+            '417': problem('417', 'An expectation this API does not meet; the connection is closed.'),
+            '429': problem('429', 'The tenant is above its admission limit.', {
+              ...rateLimitHeaders,
+              'Retry-After': { $ref: '#/components/headers/Retry-After' },
+            }),
+            '431': problem('431', 'The request headers are too large; the connection is closed.'),
+            '500': problem('500', 'A fault of the gateway; it is logged.', rateLimitHeaders),
+            '501': problem('501', 'A transfer coding the gateway does not decode; the connection is closed.'),
+            '503': problem('503', 'The gateway cannot take the request now; retry after `Retry-After`.', {
+              ...rateLimitHeaders,
+              'Retry-After': { $ref: '#/components/headers/Retry-After' },
+            }),
+            '505': problem('505', 'An HTTP version other than 1.x; the connection is closed.'),
           },
         },
       },
@@ -131,6 +231,11 @@ export function openApiDocument(options: OpenApiOptions): Json {
         'Retry-After': {
           description: 'Seconds to wait before retrying.',
           schema: { type: 'integer', minimum: 1 },
+        },
+        'WWW-Authenticate': {
+          description:
+            'RFC 6750: `Bearer realm="aqueduct"`, with `error="invalid_token"` for a key that is not valid (401) and `error="invalid_request"` for more than one key (400).',
+          schema: { type: 'string' },
         },
       },
       schemas: {
@@ -156,7 +261,10 @@ export function openApiDocument(options: OpenApiOptions): Json {
         Error: {
           type: 'object',
           properties: {
-            error: { type: 'string', description: 'Machine-readable kind, e.g. invalid-event, throttled.' },
+            error: {
+              type: 'string',
+              description: 'Machine-readable kind; each answer lists the ones it is given with.',
+            },
             message: {
               type: 'string',
               description: 'What is wrong, naming the field (never quoting values).',

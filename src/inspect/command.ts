@@ -12,24 +12,38 @@ import { redisConnectionOptions } from '../settings-options.ts';
 import { formatBucketTable, type InspectSnapshot } from './format.ts';
 
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+const DEFAULT_KEY_PREFIX = configSchema.shape.AQUEDUCT_REDIS_PREFIX.parse(undefined);
 const CLEAR_SCREEN = '\x1b[2J\x1b[H';
 
-/** The consumer's settings of the Redis connection: inspect reads the Redis the consumers use. */
-const redisSettingsSchema = configSchema.pick(REDIS_CONNECTION_SETTINGS);
+/**
+ * The consumer's settings of the Redis connection and its key prefix: inspect reads the buckets the
+ * consumers write.
+ */
+const inspectSettingsSchema = configSchema.pick({
+  ...REDIS_CONNECTION_SETTINGS,
+  AQUEDUCT_REDIS_PREFIX: true,
+});
 
 interface InspectOptions {
   json?: boolean;
   watch?: boolean;
   interval: number;
-  prefix: string;
+  /** Unset: AQUEDUCT_REDIS_PREFIX's. */
+  prefix?: string;
+}
+
+/** The Redis to inspect and the key prefix of its buckets. */
+export interface InspectTarget {
+  connection: RedisConnectionOptions;
+  keyPrefix: string;
 }
 
 /**
  * `aqueduct inspect [pattern]`: every limiter bucket with its tokens now (refilled to the Redis server's
  * current time by a read-only script, not the stale stored level), rate, capacity, block-until and TTL.
  * Reads the consumer's Redis settings (`REDIS_URL` or `REDIS_CLUSTER_NODES`, the user, password and
- * TLS); finds buckets with SCAN (never KEYS; on a Cluster, on every master), so it is safe on a busy
- * production Redis.
+ * TLS, `AQUEDUCT_REDIS_PREFIX`); finds buckets with SCAN (never KEYS; on a Cluster, on every master),
+ * so it is safe on a busy production Redis.
  */
 export function registerInspectCommand(program: Command): void {
   program
@@ -39,10 +53,13 @@ export function registerInspectCommand(program: Command): void {
     .option('--json', 'print JSON (with --watch: one JSON document per line)')
     .option('--watch', 'refresh until Ctrl-C')
     .option('--interval <ms>', 'refresh interval of --watch in ms', parseInterval, 1000)
-    .option('--prefix <keyPrefix>', 'the limiter key prefix (LimiterOptions.keyPrefix)', 'aqueduct')
+    .option(
+      '--prefix <keyPrefix>',
+      `prefix of the Redis keys (default: AQUEDUCT_REDIS_PREFIX, else "${DEFAULT_KEY_PREFIX}")`,
+    )
     .addHelpText(
       'after',
-      `\nRedis: $REDIS_URL (default ${DEFAULT_REDIS_URL}), or the Redis Cluster of $REDIS_CLUSTER_NODES; REDIS_USERNAME, REDIS_PASSWORD and REDIS_TLS* as for the consumer.`,
+      `\nRedis: $REDIS_URL (default ${DEFAULT_REDIS_URL}), or the Redis Cluster of $REDIS_CLUSTER_NODES; REDIS_USERNAME, REDIS_PASSWORD, REDIS_TLS* and AQUEDUCT_REDIS_PREFIX as for the consumer.`,
     )
     .action(async (pattern: string, options: InspectOptions) => {
       await runInspect(pattern, options);
@@ -56,11 +73,21 @@ function parseInterval(value: string): number {
   return ms;
 }
 
-/** The Redis connection the environment's Redis settings give. */
-function inspectedRedis(env: NodeJS.ProcessEnv): RedisConnectionOptions {
-  const parsed = redisSettingsSchema.safeParse(readSettings(Object.keys(redisSettingsSchema.shape), env));
+/**
+ * The Redis connection the environment's Redis settings give, and the key prefix: `prefixFlag` when
+ * given, else AQUEDUCT_REDIS_PREFIX, the consumer's.
+ * @throws ConfigError naming a bad setting
+ */
+export function inspectTarget(env: NodeJS.ProcessEnv, prefixFlag?: string): InspectTarget {
+  const settings = readSettings(Object.keys(inspectSettingsSchema.shape), env);
+  // The flag wins, so the setting it overrides is not checked.
+  if (prefixFlag !== undefined) delete settings.AQUEDUCT_REDIS_PREFIX;
+  const parsed = inspectSettingsSchema.safeParse(settings);
   if (!parsed.success) throw new ConfigError(`invalid configuration: ${describeIssues(parsed.error.issues)}`);
-  return redisConnectionOptions(parsed.data);
+  return {
+    connection: redisConnectionOptions(parsed.data),
+    keyPrefix: prefixFlag ?? parsed.data.AQUEDUCT_REDIS_PREFIX,
+  };
 }
 
 /** Where the connection goes, as a setting and its value (credentials masked), for messages. */
@@ -71,7 +98,9 @@ function describeTarget(connection: RedisConnectionOptions): string {
 }
 
 async function runInspect(pattern: string, options: InspectOptions): Promise<void> {
-  const connection = await exitOnConfigError('inspect', () => inspectedRedis(process.env));
+  const { connection, keyPrefix } = await exitOnConfigError('inspect', () =>
+    inspectTarget(process.env, options.prefix),
+  );
   const target = describeTarget(connection);
   const redis = createRedis(connection, {
     lazyConnect: true,
@@ -91,12 +120,12 @@ async function runInspect(pattern: string, options: InspectOptions): Promise<voi
       { cause: error },
     );
   }
-  const limiter = new TokenBucketLimiter(redis, { keyPrefix: options.prefix, timeoutMs: 5000 });
+  const limiter = new TokenBucketLimiter(redis, { keyPrefix, timeoutMs: 5000 });
   const snapshot = async (): Promise<InspectSnapshot> => {
     const buckets = await limiter.inspect(pattern);
     const [seconds, micros] = await redis.time();
     return {
-      keyPrefix: options.prefix,
+      keyPrefix,
       pattern,
       serverTimeMs: Number(seconds) * 1000 + Number(micros) / 1000,
       buckets,

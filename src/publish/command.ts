@@ -49,13 +49,17 @@ export function registerPublishCommand(program: Command): void {
     .option('--tenants <list>', 'with --generate: comma-separated tenants to spread events over')
     .option('--topic <name>', 'topic (default: AQUEDUCT_TOPIC or "notifications")')
     .option('--partitions <n>', 'with --create-topic: partition count', count, 6)
-    .option('--create-topic', 'create the topic (and its retry/dlq/invalid-tokens topics) if missing', false)
+    .option(
+      '--create-topic',
+      'create the topic (and its retry/deferred/dlq/invalid-tokens topics) if missing',
+      false,
+    )
     .option('--no-validate', 'send lines as they are (for testing the consumer with bad input)')
     .option('--config <file>', 'JSON file with the settings (environment variables win)')
     .option('-q, --quiet', 'no progress output', false)
     .addHelpText(
       'after',
-      "\nMessage key: a hash of platform + device token, so one device's notifications stay in order.\nEnvironment: KAFKA_BROKERS, the KAFKA_SASL_* and KAFKA_TLS* settings, AQUEDUCT_TOPIC, and the OTEL_* variables (a PRODUCER span per event, its traceparent in the headers).",
+      "\nMessage key: a hash of platform + device token, so one device's notifications stay in order.\nEnvironment: KAFKA_BROKERS, the KAFKA_SASL_* and KAFKA_TLS* settings, AQUEDUCT_TOPIC, for --create-topic AQUEDUCT_TOPIC_REPLICATION_FACTOR and AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS (1 and 1 for a single broker), and the OTEL_* variables (a PRODUCER span per event, its traceparent in the headers).",
     )
     .action(async (file: string | undefined, flags: PublishFlags) => {
       const config = await exitOnConfigError('publish', () => loadConfig(process.env, flags.config));

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { propagation, ROOT_CONTEXT, SpanKind, TraceFlags, trace } from '@opentelemetry/api';
@@ -372,16 +372,69 @@ describe('gateway: OpenAPI document', () => {
       '400',
       '401',
       '403',
+      '404',
+      '405',
       '408',
       '413',
       '415',
       '417',
       '429',
+      '431',
+      '500',
       '501',
       '503',
       '505',
     ]);
     // The admin routes are served on the admin port, so the API's document does not list them.
     expect(Object.keys(document.paths as object)).toEqual(['/v1/notifications']);
+  });
+
+  type Json = Record<string, unknown>;
+  /** Each error answer's status and the `error` values the document gives it. */
+  const documentedErrors = (): Array<[string, string]> => {
+    const responses = (document.paths as Record<string, { post: { responses: Record<string, Json> } }>)[
+      '/v1/notifications'
+    ]?.post.responses;
+    return Object.entries(responses ?? {}).flatMap(([status, response]) => {
+      const schema = (response.content as Json | undefined)?.['application/json'] as Json | undefined;
+      const allOf = ((schema?.schema as Json | undefined)?.allOf ?? []) as Json[];
+      const types = allOf.flatMap(
+        (part) => ((part.properties as Json | undefined)?.error as Json)?.enum ?? [],
+      );
+      return (types as string[]).map((type): [string, string] => [status, type]);
+    });
+  };
+
+  it("lists every `error` the gateway's code answers with, and no other", () => {
+    // Every `error: '…'` of an answer, and every refusal of a body (`reject(status, '…', …)`); the admin
+    // app's routes are not in this document.
+    const dir = new URL('../../src/gateway/', import.meta.url);
+    const inCode = new Set<string>();
+    for (const file of readdirSync(dir)) {
+      if (!file.endsWith('.ts') || file === 'openapi.ts' || file === 'admin-app.ts') continue;
+      const source = readFileSync(new URL(file, dir), 'utf8');
+      for (const match of source.matchAll(/\berror: '([^']+)'|\breject\(\s*\d{3},\s*'([^']+)'/g)) {
+        inCode.add(match[1] ?? match[2] ?? '');
+      }
+    }
+    expect(inCode.size).toBeGreaterThan(20);
+    const inDocument = new Set(documentedErrors().map(([, type]) => type));
+    // fastify's own answer while the server closes (return503OnClosing), in its words.
+    inDocument.delete('Service Unavailable');
+    expect([...inDocument].sort()).toEqual([...inCode].sort());
+  });
+
+  it("names every status and `error` of the document in docs/gateway.md's table of answers", () => {
+    const page = readFileSync(new URL('../../docs/gateway.md', import.meta.url), 'utf8');
+    const table = page.slice(page.indexOf('| answer | when |'));
+    const answers = table
+      .slice(0, table.indexOf('\n\n'))
+      .split('\n')
+      .map((row) => row.slice(0, row.indexOf(' | ')));
+    const missing = documentedErrors().filter(
+      ([status, type]) =>
+        !answers.some((answer) => answer.includes(`\`${status}\``) && answer.includes(`\`${type}\``)),
+    );
+    expect(missing).toEqual([]);
   });
 });

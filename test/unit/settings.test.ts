@@ -1,0 +1,79 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { configReference, configSchema, idempotencyWindowOf, loadConfig } from '../../src/config.ts';
+import { hashApiKey } from '../../src/gateway/api-keys.ts';
+import { apiKeyHashes, gatewayConfigSchema, loadGatewayConfig } from '../../src/gateway/config.ts';
+import { GATEWAY_ONLY_SETTINGS } from '../../src/settings.ts';
+
+/** Writes `settings` as a `--config` JSON file and returns its path. */
+function configFile(settings: Record<string, unknown>): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'aqueduct-settings-')), 'aqueduct.json');
+  writeFileSync(file, JSON.stringify(settings));
+  return file;
+}
+
+describe('a --config file', () => {
+  const hash = hashApiKey('a-long-random-key');
+  const both = {
+    KAFKA_BROKERS: 'kafka-1:9092,kafka-2:9092',
+    AQUEDUCT_TOPIC: 'pushes',
+    AQUEDUCT_FCM_RATE: 500,
+    AQUEDUCT_GATEWAY_PORT: 8081,
+    AQUEDUCT_GATEWAY_API_KEYS: { [hash]: 'acme' },
+    AQUEDUCT_GATEWAY_TENANT_LIMITS: { acme: { rate: 100 } },
+  };
+
+  it('configures both processes: the consumer ignores the gateway-only settings, the gateway the consumer-only ones', () => {
+    const file = configFile(both);
+    const consumer = loadConfig({}, file);
+    expect(consumer.KAFKA_BROKERS).toEqual(['kafka-1:9092', 'kafka-2:9092']);
+    expect(consumer.AQUEDUCT_TOPIC).toBe('pushes');
+    expect(consumer.AQUEDUCT_FCM_RATE).toBe(500);
+    expect(consumer).not.toHaveProperty('AQUEDUCT_GATEWAY_PORT');
+    const gateway = loadGatewayConfig({}, file);
+    expect(gateway.AQUEDUCT_TOPIC).toBe('pushes');
+    expect(gateway.AQUEDUCT_GATEWAY_PORT).toBe(8081);
+    expect([...apiKeyHashes(gateway)]).toEqual([[hash, 'acme']]);
+    expect(gateway).not.toHaveProperty('AQUEDUCT_FCM_RATE');
+  });
+
+  it('lets the consumer ignore a gateway setting given as <NAME>_FILE, too', () => {
+    const keys = configFile({ [hash]: 'acme' });
+    expect(() => loadConfig({}, configFile({ AQUEDUCT_GATEWAY_API_KEYS_FILE: keys }))).not.toThrow();
+  });
+
+  it('still refuses keys that name no setting of any process, naming them', () => {
+    const file = configFile({ ...both, AQUEDUCT_GATEWAY_PROT: 8081, KAFKA_BROKER: 'kafka-1:9092' });
+    const refusal = `unknown keys in ${file}: AQUEDUCT_GATEWAY_PROT, KAFKA_BROKER`;
+    expect(() => loadConfig({}, file)).toThrow(refusal);
+    expect(() => loadGatewayConfig({}, file)).toThrow(refusal);
+  });
+
+  it("names as gateway-only exactly the settings of the gateway's schema that the consumer's lacks", () => {
+    const gatewayOnly = Object.keys(gatewayConfigSchema.shape).filter(
+      (name) => !(name in configSchema.shape),
+    );
+    expect([...GATEWAY_ONLY_SETTINGS].sort()).toEqual(gatewayOnly.sort());
+  });
+});
+
+describe('AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS', () => {
+  const windowOf = (env: NodeJS.ProcessEnv) => idempotencyWindowOf(loadConfig(env));
+
+  it('defaults to a day, in the reference too', () => {
+    expect(windowOf({})).toBe(86_400);
+    const reference = configReference().find((r) => r.name === 'AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS');
+    expect(reference?.defaultValue).toBe('86400');
+  });
+
+  it('is off at 0, and takes the value of its deprecated name only when not given itself', () => {
+    expect(windowOf({ AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS: '0' })).toBe(0);
+    expect(windowOf({ AQUEDUCT_DEDUPE_TTL_SECONDS: '3600' })).toBe(3600);
+    expect(windowOf({ AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS: '0', AQUEDUCT_DEDUPE_TTL_SECONDS: '3600' })).toBe(
+      0,
+    );
+    expect(() => loadConfig({ AQUEDUCT_DEDUPE_TTL_SECONDS: '0' })).toThrow(/AQUEDUCT_DEDUPE_TTL_SECONDS/);
+  });
+});
