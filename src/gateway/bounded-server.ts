@@ -32,7 +32,8 @@ export interface BoundedServerOptions {
   /**
    * Told the status of every request refused before it reaches a route: broken framing (400), a missed
    * deadline (408), headers too large (431), a missing Host (400), an unsupported transfer coding (501)
-   * or HTTP version (505), an expectation other than 100-continue (417), CONNECT (405).
+   * or HTTP version (505), an expectation other than 100-continue (417), CONNECT (405), or a request
+   * that arrives while the app closes (503).
    */
   onRefused?: (status: number) => void;
 }
@@ -54,7 +55,8 @@ export function boundedFastify(
   };
   const app = Fastify({
     logger: false,
-    return503OnClosing: true,
+    // Answered by the hook below instead, in the API's shape.
+    return503OnClosing: false,
     ...fastifyOptions,
     requestTimeout: l.requestTimeoutMs,
     keepAliveTimeout: l.keepAliveTimeoutMs,
@@ -82,6 +84,16 @@ export function boundedFastify(
     },
   });
   app.server.maxConnections = l.maxConnections;
+  // A request arriving while the app closes (on a kept-alive connection: the server takes no new
+  // ones) is not served: it may not be written to Kafka by a process on its way out.
+  app.addHook('onRequest', (_request, reply, done) => {
+    if (!closingApps.has(app)) return done();
+    void refuse(reply.header('retry-after', '1'), 503, {
+      error: 'shutting-down',
+      message:
+        'the gateway is shutting down and took nothing: send the request again (another instance takes it)',
+    });
+  });
   // RFC 9112 §3.2: "A server MUST respond with a 400 (Bad Request) status code to any HTTP/1.1 request
   // message that lacks a Host header field".
   // RFC 9112 §6.1: "A server that receives a request message with a transfer coding it does not
@@ -173,6 +185,7 @@ export function boundedFastify(
  */
 export async function closeGently(app: FastifyInstance, everyMs = 100): Promise<void> {
   const sockets = openSockets.get(app) ?? new Set<Duplex>();
+  closingApps.add(app);
   const dropIdle = () => {
     for (const socket of sockets) if (!holdsWork(socket)) socket.destroy();
   };
@@ -208,6 +221,8 @@ function unsupportedTransferCoding(field: string | undefined): string | undefine
   return undefined;
 }
 
+/** Apps that are closing: their requests are answered 503 (see `boundedFastify`). */
+const closingApps = new WeakSet<FastifyInstance>();
 /** Each app's open connections. */
 const openSockets = new WeakMap<FastifyInstance, Set<Duplex>>();
 /** Each connection's responses not yet finished (pipelined requests are answered in order). */

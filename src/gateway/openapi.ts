@@ -75,9 +75,8 @@ function errorTypes(options: OpenApiOptions) {
         "Kafka (or the limiter's Redis) could not be reached, or Kafka refused the write outright (the topic does not exist, or the gateway may not write to it); nothing was accepted.",
       'outcome-unknown':
         'the events were sent but Kafka did not acknowledge them (an error answer after retries, or none in time), so they may or may not have been written; retrying with the same event ids (listed in `ids`) is safe, an id is pushed at most once.',
-      // fastify's own answer (return503OnClosing), in its own words.
-      'Service Unavailable':
-        'the gateway is shutting down and took no new request (no `Retry-After`; the connection is closed): send it to another instance.',
+      'shutting-down':
+        'the gateway is shutting down and took nothing (`Retry-After: 1`; the connection is closed): send the request again, another instance takes it.',
     },
     '505': {
       'http-version-not-supported': `the request line names an HTTP version other than 1.x (\`HTTP/2.0\`); ${beforeBody}. Speak HTTP/1.1.`,
