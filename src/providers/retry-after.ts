@@ -23,7 +23,10 @@ export function parseRetryAfterMs(
   if (/^\d+(\.\d+)?$/.test(text)) return clamp(Math.round(Number(text) * 1000));
   // An HTTP-date ("Wed, 21 Oct 2015 07:28:00 GMT") has letters; "-5" must not pass as the year -5.
   if (!/[A-Za-z]/.test(text)) return undefined;
-  const date = Date.parse(text);
+  // Every HTTP-date is GMT, the asctime form ("Sun Nov  6 08:49:37 1994") too, which names no zone and
+  // which Date.parse would read in the machine's own.
+  const zoned = /\b(GMT|UTC|UT)\b|Z$|[+-]\d{2}:?\d{2}$/i.test(text) ? text : `${text} GMT`;
+  const date = Date.parse(zoned);
   if (Number.isNaN(date)) return undefined;
   return clamp(Math.max(0, date - nowMs));
 }

@@ -90,6 +90,24 @@ describe('Retry-After', () => {
     expect(parseRetryAfterMs(value, Date.parse('2025-01-01T00:00:00Z'))).toBe(expected);
   });
 
+  it('reads each of the three HTTP-date forms as GMT, whatever the time zone of the machine', () => {
+    const now = Date.parse('1994-11-06T08:49:00Z');
+    const zone = process.env.TZ;
+    process.env.TZ = 'America/New_York';
+    try {
+      for (const date of [
+        'Sun, 06 Nov 1994 08:49:37 GMT',
+        'Sunday, 06-Nov-94 08:49:37 GMT',
+        'Sun Nov  6 08:49:37 1994',
+      ]) {
+        expect(parseRetryAfterMs(date, now), date).toBe(37_000);
+      }
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+  });
+
   it("clamps to the caller's own limit, and never below 0", () => {
     const now = Date.parse('2025-01-01T00:00:00Z');
     expect(parseRetryAfterMs('120', now, 60_000)).toBe(60_000);
