@@ -33,6 +33,8 @@ export type OutcomeRecord =
       message: KafkaMessage;
       origin: Origin;
       reason: string;
+      /** When the provider says the token stopped being valid, epoch ms. */
+      invalidSinceMs?: number;
     };
 
 /** The consumer's size limits (see ItemLimits): a `too-large` dead letter copies only what is within them. */
@@ -163,6 +165,9 @@ export class OutcomeWriter {
               token: record.event.token,
               tenant: record.event.tenant,
               reason: record.reason,
+              ...(record.invalidSinceMs !== undefined
+                ? { invalidSince: new Date(record.invalidSinceMs).toISOString() }
+                : {}),
               reportedAt: new Date().toISOString(),
             }),
             headers: { ...origin, [HEADER.reason]: record.reason },

@@ -69,7 +69,14 @@ export function settleAnswered(
       return {};
     case 'invalid-token':
       return {
-        record: { kind: 'invalid-token', event, message: item.message, origin, reason: outcome.reason },
+        record: {
+          kind: 'invalid-token',
+          event,
+          message: item.message,
+          origin,
+          reason: outcome.reason,
+          ...(outcome.invalidSinceMs !== undefined ? { invalidSinceMs: outcome.invalidSinceMs } : {}),
+        },
         final: { key: item.dedupeKey, outcome: 'invalid-token' },
       };
     case 'rejected':

@@ -12,6 +12,8 @@ export interface ApnsFailure {
   reason?: string;
   /** The Retry-After header, as sent. */
   retryAfter?: string;
+  /** `{"timestamp": …}` of a 410: when APNs confirmed the token was no longer valid (epoch ms). */
+  timestamp?: number;
   /** What went wrong when there was no answer (connection reset, timeout, session closed). */
   transportError?: string;
 }
@@ -90,6 +92,8 @@ export function classifyApnsFailure(failure: ApnsFailure, nowMs: number = Date.n
         ...after,
       };
     }
+    if (rule.kind === 'invalid-token')
+      return { kind: rule.kind, reason, ...status, ...invalidSince(failure) };
     return { kind: rule.kind, reason, ...status };
   }
   if (httpStatus !== undefined) {
@@ -98,11 +102,23 @@ export function classifyApnsFailure(failure: ApnsFailure, nowMs: number = Date.n
     if (httpStatus === 429)
       return { kind: 'retry', reason: label, throttled: true, scope: 'fleet', ...status, ...after };
     if (httpStatus >= 500) return { kind: 'retry', reason: label, throttled: false, ...status, ...after };
-    if (httpStatus === 410) return { kind: 'invalid-token', reason: label, ...status };
+    if (httpStatus === 410)
+      return { kind: 'invalid-token', reason: label, ...status, ...invalidSince(failure) };
     if (httpStatus >= 400) return { kind: 'rejected', reason: label, ...status };
     return { kind: 'retry', reason: label, throttled: false, ...status };
   }
   return { kind: 'retry', reason: `network: ${failure.transportError ?? 'no answer'}`, throttled: false };
+}
+
+/**
+ * When the token stopped being valid, from a 410's timestamp: Apple asks to stop sending to it "until
+ * the device registers a token with a later timestamp", so upstream needs it to tell a token registered
+ * again since from a dead one.
+ */
+function invalidSince(failure: ApnsFailure): { invalidSinceMs?: number } {
+  return failure.status === 410 && failure.timestamp !== undefined
+    ? { invalidSinceMs: failure.timestamp }
+    : {};
 }
 
 /**
@@ -125,8 +141,12 @@ export function describeApnsFailure(
   if (observed.status !== undefined) out.status = observed.status;
   else if (typeof status === 'number') out.status = status;
   if (typeof response === 'object' && response !== null) {
-    const reason = (response as { reason?: unknown }).reason;
+    const { reason, timestamp } = response as { reason?: unknown; timestamp?: unknown };
     if (typeof reason === 'string') out.reason = reason;
+    // Apple documents milliseconds since the epoch; a number or its digits, within the years 2000-2200.
+    const ms = typeof timestamp === 'string' && /^\d+$/.test(timestamp) ? Number(timestamp) : timestamp;
+    if (typeof ms === 'number' && Number.isInteger(ms) && ms > 946_684_800_000 && ms < 7_258_118_400_000)
+      out.timestamp = ms;
   }
   // 403 ExpiredProviderToken comes back as `{ status, error: VError('ExpiredProviderToken') }`.
   if (out.reason === undefined && error instanceof Error && /^[A-Z][A-Za-z]+$/.test(error.message)) {

@@ -36,7 +36,13 @@ export type PushOutcome =
       /** What a throttle is about; set when `throttled` (absent: `fleet`). */
       scope?: ThrottleScope;
     }
-  | { kind: 'invalid-token'; reason: string; httpStatus?: number }
+  | {
+      kind: 'invalid-token';
+      reason: string;
+      httpStatus?: number;
+      /** When the provider says the token stopped being valid (APNs' timestamp on a 410), epoch ms. */
+      invalidSinceMs?: number;
+    }
   | { kind: 'rejected'; reason: string; httpStatus?: number };
 
 export type OutcomeKind = PushOutcome['kind'];

@@ -183,11 +183,21 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
   });
 
   it('reports a dead token (410 Unregistered) and a malformed one (400 BadDeviceToken) as invalid-token', async () => {
+    const before = Date.now();
     const outcomes = await apns.send([apnsPush({ token: 'dead-abc' }), apnsPush({ token: 'bad-abc' })]);
     expect(outcomes).toEqual([
-      { kind: 'invalid-token', reason: 'Unregistered', httpStatus: 410 },
+      {
+        kind: 'invalid-token',
+        reason: 'Unregistered',
+        httpStatus: 410,
+        // The 410's timestamp: when APNs confirmed the token dead.
+        invalidSinceMs: expect.any(Number),
+      },
       { kind: 'invalid-token', reason: 'BadDeviceToken', httpStatus: 400 },
     ]);
+    const [dead] = outcomes;
+    expect(dead?.kind === 'invalid-token' && dead.invalidSinceMs).toBeGreaterThanOrEqual(before);
+    expect(dead?.kind === 'invalid-token' && dead.invalidSinceMs).toBeLessThanOrEqual(Date.now());
   });
 
   it('turns 500 and 503 into plain retries, one request each (no hidden library retry)', async () => {

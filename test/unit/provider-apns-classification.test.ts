@@ -116,6 +116,29 @@ describe('APNs classification', () => {
     expect(JSON.stringify(failure)).not.toContain('secret-token');
   });
 
+  it("carries a 410's timestamp (when APNs confirmed the token dead) into the invalid-token outcome", () => {
+    const at = Date.parse('2026-11-30T12:00:00Z');
+    for (const timestamp of [at, String(at)]) {
+      const failure = describeApnsFailure({
+        device: 't',
+        status: 410,
+        response: { reason: 'Unregistered', timestamp },
+      });
+      expect(failure.timestamp).toBe(at);
+      expect(classifyApnsFailure(failure, NOW)).toEqual({
+        kind: 'invalid-token',
+        reason: 'Unregistered',
+        httpStatus: 410,
+        invalidSinceMs: at,
+      });
+    }
+    // Not milliseconds of this era (seconds, garbage): not kept.
+    for (const timestamp of [at / 1000, 'yesterday', -1, 1e20]) {
+      const failure = describeApnsFailure({ status: 410, response: { reason: 'Unregistered', timestamp } });
+      expect(failure.timestamp, String(timestamp)).toBeUndefined();
+    }
+  });
+
   it('restores the reason node-apn drops on a 500, and reads an expired provider token', () => {
     expect(
       describeApnsFailure({
