@@ -9,6 +9,7 @@ import { ConcurrencyLimit, mapBounded } from './concurrency.ts';
 import type { Endpoint } from './endpoint.ts';
 import { ProviderConfigError } from './errors.ts';
 import { scrub } from './fcm.ts';
+import { TokenRefusalGuard } from './token-refusal-guard.ts';
 import type { PushOutcome, PushProvider, PushRequest } from './types.ts';
 
 /** Options of {@link ApnsProvider}. */
@@ -75,6 +76,7 @@ export class ApnsProvider implements PushProvider {
   private readonly topic: string;
   private readonly limit: ConcurrencyLimit;
   private readonly giveUpMs: number;
+  private readonly refusals = new TokenRefusalGuard('APNS_PRODUCTION (sandbox or production) and APNS_TOPIC');
   /** apns-id of pushes in flight → what the diagnostics channel saw of their answer. */
   private readonly pending = new Map<string, Observed | undefined>();
   private readonly onFinish = (message: unknown) => {
@@ -165,7 +167,9 @@ export class ApnsProvider implements PushProvider {
   }
 
   send(batch: readonly PushRequest[]): Promise<PushOutcome[]> {
-    return mapBounded(batch, this.limit, (request) => this.sendOne(request.event));
+    return mapBounded(batch, this.limit, async (request) =>
+      this.refusals.check(await this.sendOne(request.event)),
+    );
   }
 
   private async sendOne(event: NotificationEvent): Promise<PushOutcome> {

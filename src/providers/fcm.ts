@@ -13,6 +13,7 @@ import { EVENT_ID_DATA_KEY } from '../events/payload.ts';
 import { createFcmAgent, type Endpoint, FCM_HOST } from './endpoint.ts';
 import { ProviderConfigError } from './errors.ts';
 import { classifyFcmFailure, describeFcmError } from './fcm-classification.ts';
+import { TokenRefusalGuard } from './token-refusal-guard.ts';
 import type { PushOutcome, PushProvider, PushRequest } from './types.ts';
 
 /** Options of {@link FcmProvider}. */
@@ -70,6 +71,9 @@ export class FcmProvider implements PushProvider {
   private readonly agent: https.Agent;
   private readonly maxInFlight: number;
   private lastForcedRefresh = 0;
+  private readonly refusals = new TokenRefusalGuard(
+    'that GOOGLE_APPLICATION_CREDENTIALS and FCM_PROJECT_ID are the project the app registers with',
+  );
 
   constructor(options: FcmProviderOptions) {
     const maxInFlight = options.maxInFlight ?? 64;
@@ -113,9 +117,14 @@ export class FcmProvider implements PushProvider {
     try {
       const response = await this.messaging.sendEach(part.map((request) => toFcmMessage(request.event)));
       const outcomes = response.responses.map((result, i): PushOutcome => {
-        if (result.success) return { kind: 'delivered', messageId: result.messageId ?? '', httpStatus: 200 };
+        if (result.success)
+          return this.refusals.check({
+            kind: 'delivered',
+            messageId: result.messageId ?? '',
+            httpStatus: 200,
+          });
         const token = (part[i] as PushRequest).event.token;
-        return scrub(classifyFcmFailure(describeFcmError(result.error, token)), token);
+        return this.refusals.check(scrub(classifyFcmFailure(describeFcmError(result.error, token)), token));
       });
       if (outcomes.some((outcome) => outcome.kind === 'retry' && outcome.httpStatus === 401))
         this.refreshAccessToken();

@@ -200,6 +200,27 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
     expect(dead?.kind === 'invalid-token' && dead.invalidSinceMs).toBeLessThanOrEqual(Date.now());
   });
 
+  it('takes BadDeviceToken for every token, with no delivery between, for a wrong environment: retried, not reported', async () => {
+    const fresh = newProvider('refusals', 8);
+    try {
+      const bad = Array.from({ length: 24 }, (_, i) => apnsPush({ token: `bad-${i}` }));
+      const outcomes = await fresh.send(bad);
+      const kinds = outcomes.map((o) => o.kind);
+      // The first 20 may be dead tokens; a run longer than a fleet's dead tokens make is not.
+      expect(kinds.filter((k) => k === 'invalid-token')).toHaveLength(20);
+      expect(kinds.filter((k) => k === 'retry')).toHaveLength(4);
+      expect(outcomes.find((o) => o.kind === 'retry')).toMatchObject({
+        reason: expect.stringMatching(/^BadDeviceToken .* check APNS_PRODUCTION .* and APNS_TOPIC$/),
+        throttled: false,
+      });
+      // A delivery ends the run: the next refusal is a dead token again.
+      expect((await fresh.send([apnsPush()]))[0]?.kind).toBe('delivered');
+      expect((await fresh.send([apnsPush({ token: 'bad-again' })]))[0]?.kind).toBe('invalid-token');
+    } finally {
+      await fresh.close();
+    }
+  });
+
   it('turns 500 and 503 into plain retries, one request each (no hidden library retry)', async () => {
     sim.setFaults({ error500: 1 });
     const [internal] = await apns.send([apnsPush()]);
