@@ -6,7 +6,7 @@ import type { TokenPool } from '../limiter/token-pool.ts';
 import { blocksFleet, type PushProvider } from '../providers/types.ts';
 import { DeviceBackoff, MAX_PER_DEVICE_PER_STEP, PACED_SEND_WAIT_MS } from './device-backoff.ts';
 import type { DoneMark, DoneReading, DoneStore } from './done-store.ts';
-import { type Answered, type Item, type ItemLimits, readItem, type Sendable } from './item.ts';
+import { type Answered, expiresAtMs, type Item, type ItemLimits, readItem, type Sendable } from './item.ts';
 import type { PipelineObserver } from './observer.ts';
 import type { Origin, OutcomeRecord, OutcomeWriter } from './outcome-writer.ts';
 import {
@@ -14,6 +14,7 @@ import {
   type Settlement,
   settleAnswered,
   settleDeferred,
+  settleExpired,
   settleParked,
   settleUndecodable,
 } from './outcomes.ts';
@@ -91,6 +92,8 @@ interface StepPlan {
   duplicates: Item[];
   /** Did not decode: dead-lettered. */
   undecodable: Array<{ item: Item; decoded: Extract<DecodeResult, { ok: false }> }>;
+  /** Their TTL ran out before they could be pushed: dead-lettered. */
+  expired: Array<Sendable & { expiredAtMs: number }>;
   /** Sent without tokens (the limiter is disabled). */
   unmetered: Sendable[];
   /** Sent with the tokens of their bucket group's pool: first the sends due for paced devices. */
@@ -299,6 +302,10 @@ export class BatchProcessor {
         return { item, settlement: settleUndecodable(item, decoded, this.origin(state, item)) };
       },
     );
+    for (const { item, expiredAtMs } of plan.expired) {
+      this.deps.observer.deadLettered?.('expired', item);
+      settled.push({ item, settlement: settleExpired(item, this.origin(state, item), expiredAtMs) });
+    }
     for (const { item, event, notBefore } of plan.deferred) {
       this.deps.observer.deferred?.(event, item, notBefore);
       settled.push({ item, settlement: settleDeferred(item, this.origin(state, item), notBefore) });
@@ -373,6 +380,7 @@ export class BatchProcessor {
     const finished = [
       ...plan.duplicates,
       ...plan.undecodable.map((entry) => entry.item),
+      ...plan.expired.map((entry) => entry.item),
       ...plan.deferred.map((entry) => entry.item),
       ...plan.parked.map((entry) => entry.item),
       ...lateParked.flat().map((entry) => entry.item),
@@ -395,6 +403,7 @@ export class BatchProcessor {
     const plan: StepPlan = {
       duplicates: [],
       undecodable: [],
+      expired: [],
       unmetered: [],
       byPool: new Map(),
       deferred: [],
@@ -427,6 +436,11 @@ export class BatchProcessor {
       if (item.notBefore > now || seenIds.has(item.dedupeKey.text)) continue;
       seenIds.add(item.dedupeKey.text);
       const event = item.decoded.event;
+      const expiresAt = expiresAtMs(event, item.publishedAtMs);
+      if (expiresAt !== undefined && expiresAt <= now) {
+        plan.expired.push({ item, event, expiredAtMs: expiresAt });
+        continue;
+      }
       if (isOver?.(event) || state.mustPark(item)) {
         plan.parked.push({ item, event });
         continue;

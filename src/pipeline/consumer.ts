@@ -152,6 +152,7 @@ export class NotificationConsumer {
       },
       {
         retryTopic: this.topics.retry,
+        deferredTopic: this.topics.deferred,
         maxMessageBytes: this.options.maxMessageBytes,
         maxHeaderBytes: this.options.maxHeaderBytes,
         maxAttempts: this.options.maxAttempts,

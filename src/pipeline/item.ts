@@ -16,6 +16,11 @@ export interface Item {
   throttles: number;
   /** Epoch ms before which it must not be sent (retries only); 0 for "now". */
   notBefore: number;
+  /**
+   * When it was published: the Kafka timestamp of its first message (for a retried or parked copy, the
+   * one its origin headers keep), epoch ms. A TTL counts from here.
+   */
+  publishedAtMs: number;
   /** The key its outcome is recorded under: the event's (tenant, id), or the message's coordinates when it has none. */
   dedupeKey: IdempotencyKey;
 }
@@ -35,6 +40,8 @@ export interface Answered extends Sendable {
 export interface ItemLimits {
   /** The retry topic: its messages carry attempt and not-before headers. */
   retryTopic: string;
+  /** The deferred topic: its messages, like the retry topic's, carry their origin's headers. */
+  deferredTopic?: string;
   /** Largest accepted message value, in bytes. */
   maxMessageBytes: number;
   /** Largest accepted key plus headers, in bytes (checked before the value is looked at). */
@@ -55,11 +62,35 @@ export function readItem(topic: string, partition: number, message: KafkaMessage
   // Only the retry topic's own headers are trusted: a producer must not be able to stall a partition
   // of the main topic with a far-future not-before.
   const fromRetry = topic === limits.retryTopic;
+  const fromAqueduct = fromRetry || topic === limits.deferredTopic;
+  const timestamp = Number(message.timestamp);
+  const publishedAtMs = fromAqueduct
+    ? headerNumber(message.headers, HEADER.originTimestamp, timestamp)
+    : timestamp;
   const attempt = fromRetry ? Math.max(1, headerNumber(message.headers, HEADER.attempt, 1)) : 1;
   const throttles = fromRetry ? Math.max(0, headerNumber(message.headers, HEADER.throttles, 0)) : 0;
   const notBefore = fromRetry ? headerNumber(message.headers, HEADER.notBefore, 0) : 0;
   const dedupeKey = new IdempotencyKey(
     decoded.ok ? idempotencyKey(decoded.event) : `@${topic}:${partition}:${message.offset}`,
   );
-  return { offset: message.offset, message, decoded, attempt, throttles, notBefore, dedupeKey };
+  return {
+    offset: message.offset,
+    message,
+    decoded,
+    attempt,
+    throttles,
+    notBefore,
+    publishedAtMs,
+    dedupeKey,
+  };
+}
+
+/**
+ * When an event's TTL runs out: `ttlSeconds` after it was published; none for no TTL, a TTL of 0 (the
+ * provider's "now or never", whenever the push goes out) or no publish time.
+ */
+export function expiresAtMs(event: NotificationEvent, publishedAtMs: number): number | undefined {
+  // A message without a timestamp (-1) has no age to count from.
+  if (event.ttlSeconds === undefined || event.ttlSeconds === 0 || !(publishedAtMs > 0)) return undefined;
+  return publishedAtMs + event.ttlSeconds * 1000;
 }

@@ -38,13 +38,15 @@ export interface RetryPolicy {
 
 /**
  * Every reason kind a dead letter can carry (`aqueduct-reason-kind`): a decode failure's, a provider's
- * refusal (`rejected`), attempts used up (`max-attempts`), or throttled too often (`max-throttles`).
+ * refusal (`rejected`), attempts used up (`max-attempts`), throttled too often (`max-throttles`), or its
+ * TTL run out before it could be pushed (`expired`).
  */
 export const DEAD_LETTER_KINDS: readonly string[] = [
   ...DECODE_FAILURE_KINDS,
   'rejected',
   'max-attempts',
   'max-throttles',
+  'expired',
 ];
 
 /** A message that did not decode (or was too large): dead-lettered under its failure kind. */
@@ -166,6 +168,16 @@ export function retryDelayMs(
   if (retryAfterMs !== undefined) return Math.min(limit, Math.max(0, retryAfterMs));
   const base = baseMs * 2 ** Math.min(attempt - 1, 60);
   return Math.min(limit, Math.round(base * (0.75 + random() * 0.5)));
+}
+
+/**
+ * An event whose TTL ran out (at `expiredAtMs`) before it could be pushed: a push its sender wanted
+ * gone by then is not sent late; dead-lettered as `expired`, to be replayed (with a fresh TTL) if wanted.
+ */
+export function settleExpired(item: Item, origin: Origin, expiredAtMs: number): Settlement {
+  const ttl = item.decoded.ok ? item.decoded.event.ttlSeconds : undefined;
+  const reason = `its ttlSeconds (${ttl}) ran out at ${new Date(expiredAtMs).toISOString()}, before it could be pushed`;
+  return deadLetter(item, origin, 'expired', reason);
 }
 
 /**

@@ -2,7 +2,7 @@ import type { Platform } from '../events/event.ts';
 import type { TokenPool } from '../limiter/token-pool.ts';
 import { blocksFleet, type PushProvider, type PushRequest } from '../providers/types.ts';
 import type { DoneMark, DoneReading, DoneStore } from './done-store.ts';
-import type { Answered, Item, Sendable } from './item.ts';
+import { type Answered, expiresAtMs, type Item, type Sendable } from './item.ts';
 import type { PipelineObserver } from './observer.ts';
 import type { PartitionState } from './partition-state.ts';
 
@@ -151,7 +151,14 @@ export class Sender {
     }
     const results = await Promise.all(
       [...byPlatform].map(async ([platform, list]) => {
-        const requests: PushRequest[] = list.map(({ item, event }) => ({ event, attempt: item.attempt }));
+        const requests: PushRequest[] = list.map(({ item, event }) => {
+          const expiresAt = expiresAtMs(event, item.publishedAtMs);
+          return {
+            event,
+            attempt: item.attempt,
+            ...(expiresAt === undefined ? {} : { expiresAtMs: expiresAt }),
+          };
+        });
         const items = list.map((entry) => entry.item);
         const provider = this.deps.providers[platform];
         const outcomes = await this.deps.observer.send({ platform, requests, items }, () =>

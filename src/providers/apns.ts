@@ -167,13 +167,11 @@ export class ApnsProvider implements PushProvider {
   }
 
   send(batch: readonly PushRequest[]): Promise<PushOutcome[]> {
-    return mapBounded(batch, this.limit, async (request) =>
-      this.refusals.check(await this.sendOne(request.event)),
-    );
+    return mapBounded(batch, this.limit, async (request) => this.refusals.check(await this.sendOne(request)));
   }
 
-  private async sendOne(event: NotificationEvent): Promise<PushOutcome> {
-    const notification = toApnsNotification(event, this.topic);
+  private async sendOne({ event, expiresAtMs }: PushRequest): Promise<PushOutcome> {
+    const notification = toApnsNotification(event, this.topic, Date.now(), expiresAtMs);
     const id = notification.id;
     this.pending.set(id, undefined);
     let timer: NodeJS.Timeout | undefined;
@@ -241,6 +239,7 @@ export function toApnsNotification(
   event: NotificationEvent,
   topic: string,
   nowMs: number = Date.now(),
+  expiresAtMs?: number,
 ): apn.Notification {
   const notification = new apn.Notification();
   notification.rawPayload = apnsPayload(event);
@@ -249,8 +248,10 @@ export function toApnsNotification(
   notification.pushType = 'alert';
   notification.priority = event.priority === 'high' ? 10 : 5;
   // apns-expiration is a UNIX time; 0 means "deliver now or never", which is what a TTL of 0 asks for.
+  // A TTL counts from when the event was published (`expiresAtMs`), not from this try.
   if (event.ttlSeconds !== undefined) {
-    notification.expiry = event.ttlSeconds === 0 ? 0 : Math.floor(nowMs / 1000) + event.ttlSeconds;
+    notification.expiry =
+      event.ttlSeconds === 0 ? 0 : Math.floor((expiresAtMs ?? nowMs + event.ttlSeconds * 1000) / 1000);
   }
   if (event.collapseKey !== undefined) notification.collapseId = event.collapseKey;
   return notification;

@@ -115,7 +115,10 @@ export class FcmProvider implements PushProvider {
 
   private async sendPart(part: readonly PushRequest[]): Promise<PushOutcome[]> {
     try {
-      const response = await this.messaging.sendEach(part.map((request) => toFcmMessage(request.event)));
+      const now = Date.now();
+      const response = await this.messaging.sendEach(
+        part.map((request) => toFcmMessage(request.event, request.expiresAtMs, now)),
+      );
       const outcomes = response.responses.map((result, i): PushOutcome => {
         if (result.success)
           return this.refusals.check({
@@ -189,12 +192,20 @@ export class FcmProvider implements PushProvider {
   }
 }
 
-/** The FCM v1 message for an event: notification, data (with the event id), Android delivery options. */
-export function toFcmMessage(event: NotificationEvent): Message {
+/**
+ * The FCM v1 message for an event: notification, data (with the event id), Android delivery options.
+ * `expiresAtMs` (when its TTL runs out, see PushRequest) makes the TTL what is left of it at `nowMs`.
+ */
+export function toFcmMessage(
+  event: NotificationEvent,
+  expiresAtMs?: number,
+  nowMs: number = Date.now(),
+): Message {
   const android: NonNullable<Message['android']> = {
     priority: event.priority === 'high' ? 'high' : 'normal',
   };
-  if (event.ttlSeconds !== undefined) android.ttl = event.ttlSeconds * 1000;
+  if (event.ttlSeconds !== undefined)
+    android.ttl = expiresAtMs === undefined ? event.ttlSeconds * 1000 : Math.max(0, expiresAtMs - nowMs);
   if (event.collapseKey !== undefined) android.collapseKey = event.collapseKey;
   return {
     token: event.token,

@@ -10,6 +10,11 @@ export interface PushRequest {
   event: NotificationEvent;
   /** 1 for the first try; retries count up. */
   attempt: number;
+  /**
+   * When the event's TTL runs out (epoch ms: `ttlSeconds` after it was published), if it has one: the
+   * provider is asked to keep it only that long, however late the push goes out.
+   */
+  expiresAtMs?: number;
 }
 
 /**

@@ -787,6 +787,50 @@ describe('BatchProcessor', () => {
     expect(r.pauses[1]).toBe(`resume ${RETRY_TOPIC}:0`);
   });
 
+  it("dead-letters an event whose TTL ran out before it could be pushed, and gives the provider what is left of the others'", async () => {
+    const requests: PushRequest[] = [];
+    const r = rig({
+      answer: (request) => {
+        requests.push(request);
+        return { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 };
+      },
+    });
+    const publishedAt = Date.now() - 120_000;
+    const published = (offset: number, id: string, ttlSeconds?: number) => ({
+      ...message(offset, { ...event(id), ...(ttlSeconds === undefined ? {} : { ttlSeconds }) }),
+      timestamp: String(publishedAt),
+    });
+    await r.processor.eachBatch(
+      payloadOf(TOPIC, [published(0, 'gone', 60), published(1, 'kept', 600), published(2, 'plain')]).payload,
+    );
+    // A retried copy, written a moment ago, counts from when its original was published.
+    await r.processor.eachBatch(
+      payloadOf(RETRY_TOPIC, [
+        message(
+          0,
+          { ...event('retried-gone'), ttlSeconds: 60 },
+          {
+            [HEADER.attempt]: '2',
+            [HEADER.originTimestamp]: String(publishedAt),
+          },
+        ),
+      ]).payload,
+    );
+    expect(r.providers.fcm.sent).toEqual(['kept', 'plain']);
+    expect(requests.find((request) => request.event.id === 'kept')?.expiresAtMs).toBe(publishedAt + 600_000);
+    expect(requests.find((request) => request.event.id === 'plain')).not.toHaveProperty('expiresAtMs');
+    expect(r.outcomes.records).toMatchObject([
+      {
+        kind: 'dead-letter',
+        reasonKind: 'expired',
+        reason: `its ttlSeconds (60) ran out at ${new Date(publishedAt + 60_000).toISOString()}, before it could be pushed`,
+      },
+      { kind: 'dead-letter', reasonKind: 'expired' },
+    ]);
+    expect(r.events).toContain('dead-lettered expired gone');
+    expect(r.events).toContain('dead-lettered expired retried-gone');
+  });
+
   it('dead-letters an event that failed its last attempt', async () => {
     const r = rig({
       answer: () => ({ kind: 'retry', reason: 'unavailable', httpStatus: 503, throttled: false }),

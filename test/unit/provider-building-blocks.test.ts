@@ -53,6 +53,17 @@ describe('event → push mapping', () => {
     expect(later.priority).toBe(5);
     expect(later.id).toMatch(/^[0-9a-f-]{36}$/);
   });
+
+  it('counts a TTL from when the event was published, however late the push: what is left of it, for both', () => {
+    const { event } = pushRequest({ ttlSeconds: 60 });
+    const now = 1_700_000_000_500;
+    // Published 45 s ago: 15 s are left.
+    const expiresAt = now - 45_000 + 60_000;
+    expect(toFcmMessage(event, expiresAt, now).android?.ttl).toBe(15_000);
+    expect(toApnsNotification(event, 'dev.app', now, expiresAt).expiry).toBe(Math.floor(expiresAt / 1000));
+    // Past it (sent a moment after the check): nothing left, never a negative TTL.
+    expect(toFcmMessage(event, now - 1, now).android?.ttl).toBe(0);
+  });
 });
 
 describe('Retry-After', () => {
