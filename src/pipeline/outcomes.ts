@@ -96,17 +96,8 @@ export function settleAnswered(
         random,
         policy.maxRetryDelayMs,
       );
-      const notBefore = now + delay;
       return {
-        record: {
-          kind: 'retry',
-          message: item.message,
-          origin,
-          attempt: item.attempt + 1,
-          throttles: item.throttles,
-          notBefore,
-          reason: outcome.reason,
-        },
+        record: retryCopy(item, origin, now + delay, outcome.reason, { attempt: item.attempt + 1 }),
         retried: true,
       };
     }
@@ -139,18 +130,7 @@ function settleThrottled(
     random,
     policy.maxRetryDelayMs,
   );
-  return {
-    record: {
-      kind: 'retry',
-      message: item.message,
-      origin,
-      attempt: item.attempt,
-      throttles,
-      notBefore: now + delay,
-      reason: outcome.reason,
-    },
-    retried: true,
-  };
+  return { record: retryCopy(item, origin, now + delay, outcome.reason, { throttles }), retried: true };
 }
 
 /**
@@ -185,16 +165,25 @@ export function settleExpired(item: Item, origin: Origin, expiredAtMs: number): 
  * retry topic, due at `notBefore`. It was not sent, so it keeps its attempt count.
  */
 export function settleDeferred(item: Item, origin: Origin, notBefore: number): Settlement {
+  return { record: retryCopy(item, origin, notBefore, 'device throttled: waiting for its slot') };
+}
+
+/** The item's copy for the retry topic, due at `notBefore`; its attempt and throttle counts as they were unless given. */
+function retryCopy(
+  item: Item,
+  origin: Origin,
+  notBefore: number,
+  reason: string,
+  counts: { attempt?: number; throttles?: number } = {},
+): OutcomeRecord {
   return {
-    record: {
-      kind: 'retry',
-      message: item.message,
-      origin,
-      attempt: item.attempt,
-      throttles: item.throttles,
-      notBefore,
-      reason: 'device throttled: waiting for its slot',
-    },
+    kind: 'retry',
+    message: item.message,
+    origin,
+    attempt: counts.attempt ?? item.attempt,
+    throttles: counts.throttles ?? item.throttles,
+    notBefore,
+    reason,
   };
 }
 
