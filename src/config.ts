@@ -350,6 +350,11 @@ export const configSchema = z.object({
   APNS_TEAM_ID: headerSafe.optional().describe('Apple developer team id.'),
   APNS_TOPIC: headerSafe.default('dev.aqueduct.app').describe('The app bundle id (apns-topic).'),
   APNS_PRODUCTION: bool.default(false).describe('true: production APNs; false: the sandbox.'),
+  AQUEDUCT_APNS_SHARED_TOKEN: bool
+    .default(true)
+    .describe(
+      'Every consumer sends the same APNs provider token, kept in Redis (`<prefix>:apns-token:{<team>.<key id>}`, for at most an hour) and renewed there every 40 minutes, so that a fleet updates its token as seldom as Apple asks however many processes start. false: each process signs its own (the JWT is a credential; false keeps it out of Redis).',
+    ),
   APNS_ENDPOINT: z
     .string()
     .url()

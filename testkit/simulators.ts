@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type ApnsSimulator, startApnsSimulator } from '../src/simulators/apns.ts';
+import { type ApnsSimulator, type ApnsSimulatorOptions, startApnsSimulator } from '../src/simulators/apns.ts';
 import { type FcmSimulator, startFcmSimulator } from '../src/simulators/fcm.ts';
 import type { SimulatorOptions } from '../src/simulators/simulator.ts';
 
@@ -16,9 +16,19 @@ export interface Simulators {
   close(): Promise<void>;
 }
 
-export async function startSimulators(options: SimulatorOptions = {}): Promise<Simulators> {
+/**
+ * Both simulators with `options`; APNs also refuses a new provider token within 20 minutes of the
+ * previous one (its `tokenUpdateMinSeconds`, 1200 unless given), as Apple asks, so that every run with
+ * several consumers shows that the fleet shares one token.
+ */
+export async function startSimulators(
+  options: SimulatorOptions & Pick<ApnsSimulatorOptions, 'tokenUpdateMinSeconds'> = {},
+): Promise<Simulators> {
   const dir = await mkdtemp(join(tmpdir(), 'aqueduct-sim-'));
-  const [fcm, apns] = await Promise.all([startFcmSimulator(options), startApnsSimulator(options)]);
+  const [fcm, apns] = await Promise.all([
+    startFcmSimulator(options),
+    startApnsSimulator({ tokenUpdateMinSeconds: 1200, ...options }),
+  ]);
   const fcmCa = join(dir, 'fcm.pem');
   const apnsCa = join(dir, 'apns.pem');
   await Promise.all([writeFile(fcmCa, fcm.caPem), writeFile(apnsCa, apns.caPem)]);

@@ -10,8 +10,9 @@ import { RestartSafeTokenSource } from '../limiter/restart-guard.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { errorSummary, failureLogger, NotificationConsumer, type StopResult } from '../pipeline/consumer.ts';
 import { warmUpHotPaths } from '../pipeline/warm-up.ts';
-import { createProviders } from '../providers/index.ts';
-import { createRedis } from '../redis/client.ts';
+import { RedisProviderTokenStore } from '../providers/apns-token-store.ts';
+import { createProviders, type ProvidersOptions } from '../providers/index.ts';
+import { createRedis, type RedisClient } from '../redis/client.ts';
 import { settingsHelp } from '../settings.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
 import { kafkaSecurityOptions, providersOptions, redisConnectionOptions } from '../settings-options.ts';
@@ -130,7 +131,14 @@ export async function startConsumerApp(
   const stopWarmUp = new AbortController();
   let warmingUp: Promise<void> = Promise.resolve();
   try {
-    providers = createProviders(providersOptions(config, { maxInFlight: config.AQUEDUCT_SEND_CONCURRENCY }));
+    providers = createProviders(
+      sharingApnsToken(
+        providersOptions(config, { maxInFlight: config.AQUEDUCT_SEND_CONCURRENCY }),
+        config,
+        redis,
+        logger,
+      ),
+    );
     // Connections first, partitions after: a process that joins cold would hold granted tokens through
     // its TLS handshakes, and the provider would see them late (TokenPoolOptions.window explains why
     // that matters).
@@ -189,6 +197,33 @@ export async function startConsumerApp(
       await Promise.all([started.fcm.close(), started.apns.close(), health.close()]);
       redis.disconnect();
       return result;
+    },
+  };
+}
+
+/** With AQUEDUCT_APNS_SHARED_TOKEN, APNs takes the fleet's provider token from Redis. */
+function sharingApnsToken(
+  options: ProvidersOptions,
+  config: Config,
+  redis: RedisClient,
+  logger: Logger,
+): ProvidersOptions {
+  if (!options.apns || !config.AQUEDUCT_APNS_SHARED_TOKEN) return options;
+  const store = new RedisProviderTokenStore(redis, {
+    prefix: config.AQUEDUCT_REDIS_PREFIX,
+    teamId: options.apns.teamId,
+    keyId: options.apns.keyId,
+  });
+  return {
+    ...options,
+    apns: {
+      ...options.apns,
+      tokenStore: store,
+      onTokenStoreError: (error) =>
+        logger.warn(
+          { err: errorSummary(error) },
+          'APNs provider token not shared: Redis unreachable, using a token of this process',
+        ),
     },
   };
 }

@@ -62,9 +62,9 @@ const BY_REASON: Record<string, { kind: Kind; throttle?: ThrottleScope }> = {
   // device token: a limit on one device, not on the sender; only that device backs off.
   TooManyRequests: { kind: 'retry', throttle: 'device' },
   // 429 TooManyProviderTokenUpdates: the provider token is being updated too often (Apple asks for a
-  // new one no more than once every 20 minutes): every process signs its own, so too many processes on
-  // one key, or a clock far off, make too many new tokens. Not the send rate: the push is retried later,
-  // and the credentials set-up is at fault.
+  // new one no more than once every 20 minutes): processes that sign their own tokens
+  // (AQUEDUCT_APNS_SHARED_TOKEN=false, or Redis out of reach), or a clock far off, make too many new
+  // tokens. Not the send rate: the push is retried later, and the credentials set-up is at fault.
   TooManyProviderTokenUpdates: { kind: 'retry', throttle: 'credentials' },
   // 5xx: Apple's side.
   InternalServerError: { kind: 'retry' },

@@ -5,6 +5,7 @@ import apn from '@parse/node-apn';
 import type { NotificationEvent } from '../events/event.ts';
 import { apnsPayload } from '../events/payload.ts';
 import { classifyApnsFailure, describeApnsFailure } from './apns-classification.ts';
+import { type ProviderTokenStore, providerTokenSigner, SharedProviderToken } from './apns-provider-token.ts';
 import { ConcurrencyLimit, mapBounded } from './concurrency.ts';
 import type { Endpoint } from './endpoint.ts';
 import { ProviderConfigError } from './errors.ts';
@@ -35,6 +36,13 @@ export interface ApnsProviderOptions {
   maxInFlight?: number;
   /** How long to wait for an answer before the push counts as a transient failure. Default 5000 ms. */
   requestTimeoutMs?: number;
+  /**
+   * Where the fleet shares its provider token (see apns-provider-token.ts); absent: this process signs
+   * its own, as node-apn does.
+   */
+  tokenStore?: ProviderTokenStore;
+  /** The token store could not be reached (the process goes on with a token of its own meanwhile). */
+  onTokenStoreError?: (error: unknown) => void;
 }
 
 interface FinishMessage {
@@ -77,6 +85,8 @@ export class ApnsProvider implements PushProvider {
   private readonly limit: ConcurrencyLimit;
   private readonly giveUpMs: number;
   private readonly refusals = new TokenRefusalGuard('APNS_PRODUCTION (sandbox or production) and APNS_TOPIC');
+  /** The fleet's provider token, when shared (see ApnsProviderOptions.tokenStore). */
+  private readonly sharedToken: SharedProviderToken | undefined;
   /** apns-id of pushes in flight → what the diagnostics channel saw of their answer. */
   private readonly pending = new Map<string, Observed | undefined>();
   private readonly onFinish = (message: unknown) => {
@@ -121,6 +131,15 @@ export class ApnsProvider implements PushProvider {
         },
       );
     }
+    this.sharedToken = options.tokenStore
+      ? new SharedProviderToken(providerTokenSigner(options), options.tokenStore, {
+          ...(options.onTokenStoreError ? { onStoreError: options.onTokenStoreError } : {}),
+        })
+      : undefined;
+    // node-apn reads the token from its config before every request (`current`, `isExpired`,
+    // `regenerate`); the shared one takes the place of the one it signed itself.
+    const config = (this.provider as unknown as { client?: { config?: { token?: unknown } } }).client?.config;
+    if (this.sharedToken && config) config.token = this.sharedToken;
     diagnosticsChannel.subscribe('http2.client.stream.finish', this.onFinish);
   }
 
@@ -145,6 +164,8 @@ export class ApnsProvider implements PushProvider {
       timer = setTimeout(() => resolve(0), timeoutMs);
     });
     const connected = async (): Promise<number> => {
+      // The first request on the new session carries the fleet's token, not one of this process's own.
+      await this.sharedToken?.ready;
       await client.connect?.();
       const session = client.session;
       if (!session || session.destroyed) return 0;
@@ -166,7 +187,8 @@ export class ApnsProvider implements PushProvider {
     }
   }
 
-  send(batch: readonly PushRequest[]): Promise<PushOutcome[]> {
+  async send(batch: readonly PushRequest[]): Promise<PushOutcome[]> {
+    await this.sharedToken?.ready;
     return mapBounded(batch, this.limit, async (request) => this.refusals.check(await this.sendOne(request)));
   }
 
@@ -197,6 +219,7 @@ export class ApnsProvider implements PushProvider {
   }
 
   async close(): Promise<void> {
+    this.sharedToken?.close();
     diagnosticsChannel.unsubscribe('http2.client.stream.finish', this.onFinish);
     // node-apn keeps a session whose connection was lost as its current one, and its shutdown waits for
     // that session's close() callback, which Node never calls for a session already destroyed: the

@@ -16,6 +16,7 @@ export const scripts = {
   dedupeCheck: { command: 'aqDedupeCheck', file: 'dedupe-check.lua', readOnly: true },
   dedupeMark: { command: 'aqDedupeMark', file: 'dedupe-mark.lua' },
   dedupeForget: { command: 'aqDedupeForget', file: 'dedupe-forget.lua' },
+  apnsToken: { command: 'aqApnsToken', file: 'apns-token.lua' },
 } as const;
 
 export type ScriptName = keyof typeof scripts;

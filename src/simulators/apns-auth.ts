@@ -12,10 +12,19 @@ export interface ProviderTokenOptions {
   keyId?: string;
   /** With `verifyAuth`: the team id (`iss`) tokens must name. Default: any. */
   teamId?: string;
+  /**
+   * The fewest seconds between two new provider tokens of one signing key (team and key id): a token
+   * first seen sooner than that after the key's previous new one is answered 429
+   * TooManyProviderTokenUpdates, every time it is sent (Apple: refresh a token no more than once every
+   * 20 minutes). Default: no limit.
+   */
+  tokenUpdateMinSeconds?: number;
 }
 
 interface Jwt {
   iat: number;
+  /** `<iss>.<kid>`: the signing key the token names. */
+  signer: string;
 }
 
 /**
@@ -34,6 +43,20 @@ export function providerTokenChecker(
   }
   let lastToken = '';
   let lastIat = 0;
+  const minUpdateMs = (options.tokenUpdateMinSeconds ?? 0) * 1000;
+  /** Tokens accepted as updates (token → iat), and when each signer's last new token was accepted. */
+  const accepted = new Map<string, number>();
+  const lastUpdateAt = new Map<string, number>();
+  const isTooSoon = (token: string, jwt: Jwt): boolean => {
+    if (minUpdateMs === 0 || accepted.has(token)) return false;
+    const now = Date.now();
+    const previous = lastUpdateAt.get(jwt.signer);
+    if (previous !== undefined && now - previous < minUpdateMs) return true;
+    lastUpdateAt.set(jwt.signer, now);
+    for (const [known, iat] of accepted) if (now / 1000 - iat > TOKEN_MAX_AGE_SECONDS) accepted.delete(known);
+    accepted.set(token, jwt.iat);
+    return false;
+  };
   return (header) => {
     if (typeof header !== 'string' || header === '') return 'MissingProviderToken';
     const match = /^bearer\s+(\S+)$/i.exec(header);
@@ -42,6 +65,7 @@ export function providerTokenChecker(
     if (token !== lastToken) {
       const parsed = parseJwt(token, publicKey, options);
       if (typeof parsed === 'string') return parsed;
+      if (isTooSoon(token, parsed)) return 'TooManyProviderTokenUpdates';
       lastToken = token;
       lastIat = parsed.iat;
     }
@@ -80,5 +104,5 @@ function parseJwt(
     if (options.keyId !== undefined && header.kid !== options.keyId) return 'InvalidProviderToken';
     if (options.teamId !== undefined && payload.iss !== options.teamId) return 'InvalidProviderToken';
   }
-  return { iat: payload.iat };
+  return { iat: payload.iat, signer: `${payload.iss}.${header.kid}` };
 }

@@ -89,7 +89,8 @@ export async function startApnsSimulator(options: ApnsSimulatorOptions = {}): Pr
       if (authProblem !== undefined) {
         core.stats.requests += 1;
         core.stats.authFailures += 1;
-        return respond(stream, 403, apnsId, reasonBody(authProblem));
+        const status = authProblem === 'TooManyProviderTokenUpdates' ? 429 : 403;
+        return respond(stream, status, apnsId, reasonBody(authProblem));
       }
       raiseStreamLimit(stream.session);
       const token = path.slice('/3/device/'.length).split('?')[0] ?? '';

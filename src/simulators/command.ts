@@ -42,6 +42,7 @@ interface ApnsFlags extends CommonFlags {
   authKey?: string;
   keyId?: string;
   teamId?: string;
+  tokenUpdateMinSeconds?: number;
 }
 
 /** `aqueduct simulate fcm|apns`: a provider simulator in the foreground until Ctrl-C. */
@@ -91,6 +92,11 @@ export function registerSimulateCommand(program: Command): void {
     )
     .option('--key-id <id>', 'with --verify-auth, the key id tokens must name')
     .option('--team-id <id>', 'with --verify-auth, the team id tokens must name')
+    .option(
+      '--token-update-min-seconds <s>',
+      "answer 429 TooManyProviderTokenUpdates to a signing key's new provider token sooner than this after its previous one (Apple asks for one every 20 minutes at most: 1200); default: no limit",
+      parsePositive,
+    )
     .action(async (flags: ApnsFlags) => {
       checkDeviceFlags(flags);
       if (flags.verifyAuth && !flags.authKey) {
@@ -103,6 +109,7 @@ export function registerSimulateCommand(program: Command): void {
           ...(flags.authKey ? { authKeyPem: readKey(flags.authKey) } : {}),
           ...(flags.keyId ? { keyId: flags.keyId } : {}),
           ...(flags.teamId ? { teamId: flags.teamId } : {}),
+          ...(flags.tokenUpdateMinSeconds ? { tokenUpdateMinSeconds: flags.tokenUpdateMinSeconds } : {}),
         }),
       );
     });

@@ -1,12 +1,15 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { Cluster } from 'ioredis';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { notificationEventSchema } from '../../src/events/event.ts';
 import { EVENT_ID_DATA_KEY } from '../../src/events/payload.ts';
+import { providerTokenKey, RedisProviderTokenStore } from '../../src/providers/apns-token-store.ts';
 import {
   ApnsProvider,
   type PushProvider,
   parseEndpoint,
   throwAwaySigningKey,
 } from '../../src/providers/index.ts';
+import { createRedis, redisNodeAddresses } from '../../src/redis/client.ts';
 import { type ApnsSimulator, startApnsSimulator } from '../../src/simulators/index.ts';
 import {
   apnsFromSettings,
@@ -16,6 +19,7 @@ import {
   tempFiles,
   withPayloadOf,
 } from '../helpers/provider-fixtures.ts';
+import { type TestRedis, testRedis } from '../helpers/redis.ts';
 import { startTlsSidecar } from '../helpers/tls-sidecar.ts';
 
 const apnsPush = (overrides: Parameters<typeof pushRequest>[0] = {}) =>
@@ -416,4 +420,97 @@ describe('APNs provider: credentials', () => {
       files.cleanup();
     }
   });
+});
+
+// A fleet of consumers against an APNs endpoint that counts provider token updates per signing key
+// (Apple: no more than once every 20 minutes): the store is the real script on the run's Redis and on
+// its Redis Cluster.
+describe('APNs provider token shared by a fleet', () => {
+  const keyPem = throwAwaySigningKey();
+  let sim: ApnsSimulator;
+  let redis: TestRedis;
+  let cluster: Cluster;
+  const opened: ApnsProvider[] = [];
+
+  beforeAll(() => {
+    redis = testRedis('apns-token');
+    cluster = createRedis(
+      { url: '', clusterNodes: redisNodeAddresses(inject('redisClusterNodes').split(',')) },
+      { maxRetriesPerRequest: 3 },
+    ) as Cluster;
+  });
+  // A simulator per test: it remembers every token it saw for 20 minutes.
+  beforeEach(async () => {
+    sim = await startApnsSimulator({
+      verifyAuth: true,
+      authKeyPem: keyPem,
+      keyId: 'KEY1234567',
+      teamId: 'TEAM123456',
+      tokenUpdateMinSeconds: 1200,
+    });
+  });
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((provider) => provider.close()));
+    await sim.close();
+  });
+  afterAll(async () => {
+    await redis.cleanup();
+    cluster.disconnect();
+  });
+
+  /** One consumer process's APNs provider; with a store, sharing the fleet's token through it. */
+  const processProvider = (tokenStore?: RedisProviderTokenStore) => {
+    const provider = new ApnsProvider({
+      keyPem,
+      keyId: 'KEY1234567',
+      teamId: 'TEAM123456',
+      topic: 'dev.aqueduct.test',
+      production: false,
+      endpoint: parseEndpoint('apns', sim.url, 'APNS_ENDPOINT'),
+      caPem: sim.caPem,
+      ...(tokenStore ? { tokenStore } : {}),
+    });
+    opened.push(provider);
+    return provider;
+  };
+
+  it('signing a token per process, the second process is refused with 429 TooManyProviderTokenUpdates', async () => {
+    expect((await processProvider().send([apnsPush()]))[0]?.kind).toBe('delivered');
+    const second = await processProvider().send([apnsPush()]);
+    expect(second[0]).toMatchObject({ kind: 'retry', httpStatus: 429 });
+    expect(JSON.stringify(second[0])).toContain('TooManyProviderTokenUpdates');
+    expect(sim.stats()).toMatchObject({ authFailures: 1, accepted: 1 });
+  });
+
+  it.each([
+    ['one Redis', () => redis.client, () => `${redis.prefix}fleet`],
+    ['a Redis Cluster', () => cluster, () => `aqt-cluster-apns-${Date.now()}`],
+  ] as const)(
+    'sharing the token through %s, every process of the fleet delivers',
+    async (_, client, prefix) => {
+      const keyPrefix = prefix();
+      const store = () =>
+        new RedisProviderTokenStore(client(), {
+          prefix: keyPrefix,
+          teamId: 'TEAM123456',
+          keyId: 'KEY1234567',
+        });
+      // Another signing key's token, stored at the same time, is a key of its own.
+      await new RedisProviderTokenStore(client(), {
+        prefix: keyPrefix,
+        teamId: 'TEAM123456',
+        keyId: 'OTHERKEY00',
+      }).share({ jwt: 'a.b.c', iat: Math.floor(Date.now() / 1000) }, 0);
+      const fleet = [processProvider(store()), processProvider(store()), processProvider(store())];
+      const outcomes = await Promise.all(fleet.map((provider) => provider.send([apnsPush(), apnsPush()])));
+      expect(outcomes.flat().map((outcome) => outcome.kind)).toEqual(Array(6).fill('delivered'));
+      expect(sim.stats()).toMatchObject({ authFailures: 0, accepted: 6 });
+      const key = providerTokenKey(keyPrefix, 'TEAM123456', 'KEY1234567');
+      const ttl = await client().ttl(key);
+      expect(ttl).toBeGreaterThan(3500);
+      expect(ttl).toBeLessThanOrEqual(3600);
+      await client().del(key);
+      await client().del(providerTokenKey(keyPrefix, 'TEAM123456', 'OTHERKEY00'));
+    },
+  );
 });

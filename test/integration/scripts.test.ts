@@ -105,6 +105,15 @@ describe('one reply shape and one error format', () => {
     ['dedupe-check: fingerprints missing', 'dedupeCheck', () => [1, key(), 0, 60, '1', ''], 'shards'],
     ['block: minTtlSeconds', 'block', () => [1, key(), 5, 0, 60_000, 1, 0, 1], 'minTtlSeconds'],
     ['block: maxBlockMs', 'block', () => [1, key(), 5, 60, 'inf', 1, 0, 1], 'maxBlockMs'],
+    ['apns-token: a token with a space', 'apnsToken', () => [1, key(), 'a b', 1, 0, 3600], 'token'],
+    ['apns-token: iat fractional', 'apnsToken', () => [1, key(), 'a.b.c', 1.5, 0, 3600], 'iat'],
+    [
+      'apns-token: replaceBelow negative',
+      'apnsToken',
+      () => [1, key(), 'a.b.c', 1, -1, 3600],
+      'replaceBelow',
+    ],
+    ['apns-token: ttlSeconds 0', 'apnsToken', () => [1, key(), 'a.b.c', 1, 0, 0], 'ttlSeconds'],
   ];
   it.each(bad)(
     '%s: AQUEDUCT_ARGUMENT mapped to ScriptArgumentError, nothing written',
@@ -119,6 +128,15 @@ describe('one reply shape and one error format', () => {
       expect(await redis.client.exists(key())).toBe(0);
     },
   );
+
+  it('apns-token keeps a stored token until it is older than replaceBelow, and answers the one stored', async () => {
+    const share = scriptCall(redis.client, 'apnsToken');
+    const tokenKey = `${redis.prefix}{t}:apns-token`;
+    expect(await share(1, tokenKey, 'first.jwt.x', 100, 0, 3600)).toBe('100 first.jwt.x');
+    expect(await share(1, tokenKey, 'second.jwt.x', 200, 100, 3600)).toBe('100 first.jwt.x');
+    expect(await share(1, tokenKey, 'third.jwt.x', 300, 101, 60)).toBe('300 third.jwt.x');
+    expect(await redis.client.ttl(tokenKey)).toBeLessThanOrEqual(60);
+  });
 
   it('maps any other failure to a retriable ScriptUnavailableError', () => {
     const error = toScriptError(new Error('Connection is closed.'), 'dedupeMark');
