@@ -151,18 +151,34 @@ export class BatchProcessor {
       }),
     );
     this.deps.parking?.backlog(batch.topic, batch, items);
+    // A heartbeat is how a member learns that the group moved on without it (a rebalance, or its
+    // session expired while it was cut off from the broker): one is due (kafkajs sends it once
+    // heartbeatInterval has passed) before every send window, not only between steps, since a step
+    // sends as many windows as a fetch holds events. A failed one ends the step before its next window,
+    // and is thrown once the windows already answered are recorded.
+    let heartbeatFailure: { error: unknown } | undefined;
+    const heartbeat = async () => {
+      if (heartbeatFailure) return;
+      try {
+        await payload.heartbeat();
+      } catch (error) {
+        heartbeatFailure = { error };
+      }
+    };
     // Whether the batch's partition is still this member's to work on (see Sender.sendMetered).
-    const owned = () => payload.isRunning() && !payload.isStale() && !state.revoked;
+    const owned = () =>
+      payload.isRunning() && !payload.isStale() && !state.revoked && heartbeatFailure === undefined;
     try {
       await this.dedupe(state, items);
       while (owned()) {
         const open = state.openItems(items);
         if (open.length === 0) break;
-        const step = await this.step(state, open, owned);
+        const step = await this.step(state, open, { owned, beforeWindow: heartbeat });
         this.rememberPools(state, step.pools);
         this.resolvePrefix(state, items, payload);
         await payload.commitOffsetsIfNecessary();
-        await payload.heartbeat();
+        await heartbeat();
+        if (heartbeatFailure) throw heartbeatFailure.error;
         if (step.finished === 0) {
           if (owned()) this.pauseUntilReady(state, open, step.starved, batch.offsetLag() === '0');
           break;
@@ -287,13 +303,14 @@ export class BatchProcessor {
 
   /**
    * Finishes what can be finished now: redeliveries, invalid messages, and events with tokens. Sends
-   * stop, window by window, once the partition is no longer `owned`.
+   * stop, window by window, once the partition is no longer `owned` (asked after `beforeWindow`).
    */
   private async step(
     state: PartitionState,
     open: readonly Item[],
-    owned: () => boolean,
+    membership: { owned: () => boolean; beforeWindow: () => Promise<void> },
   ): Promise<StepResult> {
+    const { owned } = membership;
     const plan = this.plan(state, open);
     for (const item of plan.duplicates) this.deps.observer.duplicateSkipped?.(item);
     const settled: Array<{ item: Item; settlement: Settlement }> = plan.undecodable.map(
@@ -328,7 +345,7 @@ export class BatchProcessor {
       ...[...plan.byPool].map(([pool, group]) =>
         this.sender.sendMetered(state, pool, group.entries, {
           urgent: { count: group.urgent, waitMs: PACED_SEND_WAIT_MS },
-          owned,
+          ...membership,
         }),
       ),
     ]);

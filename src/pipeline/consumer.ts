@@ -245,8 +245,8 @@ export class NotificationConsumer {
       this.processor.reset({ unpause: true, topics: member.topics });
       // A rejoin may bring partitions of a member that was expelled (its session expired) and is still
       // finishing a step: their done-marks are read again before each send for a while, longer than
-      // that member may go on (until its next heartbeat, after its step: normally well under a second,
-      // seconds when a provider is slow). A process's first join skips it (no extra Redis calls).
+      // that member may go on (until its next heartbeat, due before each of its send windows: about a
+      // second, more when a provider is slow). A process's first join skips it (no extra Redis calls).
       if (member.joins++ > 0) this.processor.recheckAssignedFor(this.options.recheckAfterRejoinMs);
       if (member.name === 'main')
         this.parking?.assigned(payload.memberAssignment[this.topics.main]?.length ?? 0, this.partitionCount);

@@ -58,22 +58,29 @@ export class Sender {
    * find the pool drained by the partitions the refill woke, refill after refill, while they have a
    * backlog.)
    *
-   * `owned` is asked before every window: once the partition is no longer this member's (a rebalance,
-   * the consumer crashed or stopping), the rest is left unsent for its next owner, who reads it again
-   * from the commit. A step spans as many windows as a fetch holds events, and a member that went on
-   * sending them would push twice what the next owner sends meanwhile.
+   * `owned` is asked before every window, after `beforeWindow` (the member's heartbeat): once the
+   * partition is no longer this member's (a rebalance, the consumer crashed or stopping), the rest is
+   * left unsent for its next owner, who reads it again from the commit. A step spans as many windows as
+   * a fetch holds events, and a member that went on sending them would push twice what the next owner
+   * sends meanwhile.
    */
   async sendMetered(
     state: PartitionState,
     pool: TokenPool,
     group: readonly Sendable[],
-    options: { urgent?: { count: number; waitMs: number }; owned?: () => boolean } = {},
+    options: {
+      urgent?: { count: number; waitMs: number };
+      owned?: () => boolean;
+      beforeWindow?: () => Promise<void>;
+    } = {},
   ): Promise<SendResult> {
     const urgent = options.urgent ?? { count: 0, waitMs: 0 };
     const owned = options.owned ?? (() => true);
     const result: SendResult = { answered: [], skipped: [], unsent: [] };
     let next = 0;
-    while (next < group.length && owned()) {
+    while (next < group.length) {
+      await options.beforeWindow?.();
+      if (!owned()) break;
       const slice = group.slice(next, next + pool.window);
       const takeOptions = next < urgent.count ? { urgentWithinMs: urgent.waitMs } : {};
       const granted = await this.deps.observer.acquire(
@@ -105,7 +112,8 @@ export class Sender {
 
   /**
    * A member whose session expired (cut off from the broker longer than the session timeout) goes on
-   * with the step it is in until its next heartbeat tells it the partition has moved. What it delivers
+   * with the step it is in until its next heartbeat (due before each window, see `beforeWindow`) tells
+   * it the partition has moved. What it delivers
    * after the new owner's dedupe check (made when the batch was fetched) would be pushed twice. So, for
    * a while after a rejoin (BatchProcessor.recheckAssignedFor), the marks are read again right before
    * sending (one Redis call per window, only in that time); what is marked by now is skipped. Its

@@ -1,4 +1,4 @@
-import type { Batch, EachBatchPayload, KafkaMessage } from 'kafkajs';
+import { type Batch, type EachBatchPayload, KafkaJSError, type KafkaMessage } from 'kafkajs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { NotificationEventInput, Platform } from '../../src/events/event.ts';
 import { HEADER } from '../../src/kafka/headers.ts';
@@ -283,6 +283,34 @@ async function until(condition: () => boolean, timeoutMs = 10_000): Promise<void
 }
 
 describe('BatchProcessor', () => {
+  it('stops sending before the next window once a heartbeat says the group moved on, and records what was answered', async () => {
+    const r = rig({
+      answer: (request): PushOutcome =>
+        request.event.id === 'e3'
+          ? { kind: 'invalid-token', reason: 'Unregistered', httpStatus: 410 }
+          : { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 },
+    });
+    const { payload, calls } = payloadOf(
+      TOPIC,
+      Array.from({ length: 40 }, (_, i) => message(i, event(`e${i}`))),
+    );
+    // The member's session expired while it was cut off: the first heartbeat after the first window is
+    // its first word of it.
+    const expelled = new KafkaJSError('The coordinator is not aware of this member', { retriable: false });
+    let heartbeats = 0;
+    payload.heartbeat = async () => {
+      heartbeats += 1;
+      if (heartbeats > 1) throw expelled;
+    };
+    await expect(r.processor.eachBatch(payload)).rejects.toBe(expelled);
+    await r.processor.marksSettled();
+
+    // One window of 16 went out; the other 24 are left to the partition's next owner.
+    expect(r.providers.fcm.sent).toEqual(Array.from({ length: 16 }, (_, i) => `e${i}`));
+    expect(r.outcomes.records.map((record) => record.kind)).toEqual(['invalid-token']);
+    expect(calls.resolved).toEqual(['15']);
+  });
+
   it('delivers every event of a batch, marks them done and resolves the whole batch', async () => {
     const r = rig();
     const { payload, calls } = payloadOf(
