@@ -472,7 +472,7 @@ export function failureLogger(
       // TooManyProviderTokenUpdates): a configuration problem, worth an operator's look.
       if (outcome.kind !== 'retry' || outcome.scope !== 'credentials') return;
       log(
-        'APNs refuses our provider-token updates as too frequent (a credentials set-up problem, not the send rate): every consumer process signs its own token with APNS_KEY_FILE; too many processes on one key, or a clock far off, make Apple see too many new tokens; pushes are retried',
+        'APNs refuses our provider-token updates as too frequent (a credentials set-up problem, not the send rate): the token signed with APNS_KEY_ID changed again within 20 minutes; processes signing their own (AQUEDUCT_APNS_SHARED_TOKEN=false, or Redis out of reach), another system signing with the same key, or a clock far off; pushes are retried',
         new Error(outcome.reason),
         { provider: event.platform },
       );

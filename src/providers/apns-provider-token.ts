@@ -15,6 +15,8 @@ import { createPrivateKey, type KeyObject, sign } from 'node:crypto';
 
 /** Age (s) at which the shared token is replaced: past Apple's 20-minute floor, well before its hour. */
 export const RENEW_AFTER_SECONDS = 40 * 60;
+/** Fewest ms between two reads of the store that refusals of the token ask for. */
+const REREAD_AFTER_REFUSAL_MS = 5000;
 /** node-apn renews a token this old (s) itself, in the request path: the store is then not asked. */
 const NODE_APN_MAX_AGE_SECONDS = 55 * 60;
 
@@ -28,9 +30,12 @@ export interface ProviderToken {
 export interface ProviderTokenStore {
   /**
    * Offers `candidate`; answers the token every process is to use: the stored one when its iat is at
-   * least `replaceBelow`, else `candidate` (now stored).
+   * least `replaceBelow`, else `candidate` (now stored). An `established` candidate (one the caller
+   * took from the store earlier and sends) also replaces a newer stored token when both are at least
+   * `replaceBelow`: after the store lost its token, a process started since may have stored one of its
+   * own, and the fleet keeps the one APNs already knows rather than all moving to a new one.
    */
-  share(candidate: ProviderToken, replaceBelow: number): Promise<ProviderToken>;
+  share(candidate: ProviderToken, replaceBelow: number, established?: boolean): Promise<ProviderToken>;
 }
 
 /** The signing key and the ids a provider token names (APNS_KEY_FILE, APNS_KEY_ID, APNS_TEAM_ID). */
@@ -58,7 +63,7 @@ function base64url(value: object): string {
 /** Options of {@link SharedProviderToken}. */
 export interface SharedProviderTokenOptions {
   /** How often (ms) the store is read for a token another process renewed. Default 60 000. */
-  checkEveryMs?: number;
+  checkEveryMs?: number | undefined;
   /** The store could not be reached: the process goes on with the token it has (or one of its own). */
   onStoreError?: (error: unknown) => void;
   /**
@@ -79,12 +84,16 @@ export class SharedProviderToken {
   /** Counts the tokens this process used; node-apn passes it back to `regenerate`. */
   generation = 0;
   private token: ProviderToken;
+  /** Whether `token` came from the store (the fleet's), rather than signed here and not yet shared. */
+  private established = false;
   private readonly sign: (iat: number) => ProviderToken;
   private readonly store: ProviderTokenStore;
   private readonly now: () => number;
   private readonly onStoreError: (error: unknown) => void;
   private readonly timer: NodeJS.Timeout;
   private readonly storeTimeoutMs: number;
+  /** When `refused` last read the store (epoch ms). */
+  private lastRefusalRead = Number.NEGATIVE_INFINITY;
   /** The last store call asked (see `ask`). */
   private queue: Promise<void> = Promise.resolve();
   /** Resolves once the store's first answer (or its failure, or `storeTimeoutMs`) is in; never rejects. */
@@ -124,8 +133,20 @@ export class SharedProviderToken {
   regenerate(generation: number): void {
     if (generation !== this.generation) return;
     const stale = this.token;
-    this.adopt(this.sign(this.seconds()));
+    this.adopt(this.sign(this.seconds()), false);
     void this.ask(this.token, stale.iat + 1);
+  }
+
+  /**
+   * APNs refused the token as an update too soon after the last (429 TooManyProviderTokenUpdates): the
+   * fleet may have gone back to the token APNs knows (see ProviderTokenStore.share), so the store is
+   * read now rather than at the next check; at most once every {@link REREAD_AFTER_REFUSAL_MS}.
+   */
+  refused(): void {
+    const now = this.now();
+    if (now - this.lastRefusalRead < REREAD_AFTER_REFUSAL_MS) return;
+    this.lastRefusalRead = now;
+    void this.refresh();
   }
 
   /** Stops reading the store. */
@@ -144,12 +165,12 @@ export class SharedProviderToken {
   /** One store call at a time, in order, so that an older answer never lands after a newer one. */
   private ask(candidate: ProviderToken, replaceBelow: number): Promise<void> {
     const asked = this.queue
-      .then(() => this.shareWithin(candidate, replaceBelow))
+      .then(() => this.shareWithin(candidate, replaceBelow, candidate === this.token && this.established))
       .then(
-        (shared) => this.adopt(shared),
+        (shared) => this.adopt(shared, true),
         (error: unknown) => {
           // Without the store, the process goes on with its own token (node-apn's behaviour), renewed here.
-          if (candidate.iat > this.token.iat) this.adopt(candidate);
+          if (candidate.iat > this.token.iat) this.adopt(candidate, false);
           this.onStoreError(error);
         },
       );
@@ -157,7 +178,11 @@ export class SharedProviderToken {
     return asked;
   }
 
-  private async shareWithin(candidate: ProviderToken, replaceBelow: number): Promise<ProviderToken> {
+  private async shareWithin(
+    candidate: ProviderToken,
+    replaceBelow: number,
+    established: boolean,
+  ): Promise<ProviderToken> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
@@ -166,15 +191,20 @@ export class SharedProviderToken {
       );
     });
     try {
-      return await Promise.race([this.store.share(candidate, replaceBelow), timeout]);
+      return await Promise.race([this.store.share(candidate, replaceBelow, established), timeout]);
     } finally {
       clearTimeout(timer);
     }
   }
 
-  private adopt(token: ProviderToken): void {
-    if (token.jwt === this.token.jwt) return;
+  /** Uses `token` from now on; `shared`: it is the store's answer, the token the fleet uses. */
+  private adopt(token: ProviderToken, shared: boolean): void {
+    if (token.jwt === this.token.jwt) {
+      this.established ||= shared;
+      return;
+    }
     this.token = token;
+    this.established = shared;
     this.generation += 1;
   }
 

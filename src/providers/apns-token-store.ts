@@ -22,7 +22,10 @@ export class RedisProviderTokenStore implements ProviderTokenStore {
     this.key = providerTokenKey(options.prefix, options.teamId, options.keyId);
   }
 
-  async share(candidate: ProviderToken, replaceBelow: number): Promise<ProviderToken> {
+  async share(candidate: ProviderToken, replaceBelow: number, established = false): Promise<ProviderToken> {
+    // Kept no longer than the candidate is good for: an established token may be most of an hour old.
+    const age = Math.floor(Date.now() / 1000) - candidate.iat;
+    const ttlSeconds = Math.min(TOKEN_TTL_SECONDS, Math.max(1, TOKEN_TTL_SECONDS - age));
     let reply: unknown;
     try {
       reply = await this.call(
@@ -31,7 +34,8 @@ export class RedisProviderTokenStore implements ProviderTokenStore {
         candidate.jwt,
         candidate.iat,
         Math.max(0, replaceBelow),
-        TOKEN_TTL_SECONDS,
+        ttlSeconds,
+        established ? 1 : 0,
       );
     } catch (error) {
       throw toScriptError(error, 'apnsToken');

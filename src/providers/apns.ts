@@ -43,6 +43,8 @@ export interface ApnsProviderOptions {
   tokenStore?: ProviderTokenStore;
   /** The token store could not be reached (the process goes on with a token of its own meanwhile). */
   onTokenStoreError?: (error: unknown) => void;
+  /** How often (ms) the token store is read for a token another process renewed. Default 60 000. */
+  tokenCheckEveryMs?: number;
 }
 
 interface FinishMessage {
@@ -134,6 +136,7 @@ export class ApnsProvider implements PushProvider {
     this.sharedToken = options.tokenStore
       ? new SharedProviderToken(providerTokenSigner(options), options.tokenStore, {
           ...(options.onTokenStoreError ? { onStoreError: options.onTokenStoreError } : {}),
+          checkEveryMs: options.tokenCheckEveryMs,
         })
       : undefined;
     // node-apn reads the token from its config before every request (`current`, `isExpired`,
@@ -208,7 +211,9 @@ export class ApnsProvider implements PushProvider {
         if (ok) return { kind: 'delivered', messageId: ok['apns-id'] ?? id, httpStatus: 200 };
         const failure = describeApnsFailure(result.failed[0], this.pending.get(id));
         if (failure.transportError === REFUSED_STREAM && attempt < MAX_REFUSED_RESENDS + 1) continue;
-        return scrub(classifyApnsFailure(failure), event.token);
+        const outcome = classifyApnsFailure(failure);
+        if (outcome.kind === 'retry' && outcome.scope === 'credentials') this.sharedToken?.refused();
+        return scrub(outcome, event.token);
       }
     } catch (error) {
       return scrub(classifyApnsFailure(describeApnsFailure({ error })), event.token);

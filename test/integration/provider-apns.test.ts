@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { notificationEventSchema } from '../../src/events/event.ts';
@@ -459,7 +460,7 @@ describe('APNs provider token shared by a fleet', () => {
   });
 
   /** One consumer process's APNs provider; with a store, sharing the fleet's token through it. */
-  const processProvider = (tokenStore?: RedisProviderTokenStore) => {
+  const processProvider = (tokenStore?: RedisProviderTokenStore, tokenCheckEveryMs?: number) => {
     const provider = new ApnsProvider({
       keyPem,
       keyId: 'KEY1234567',
@@ -469,6 +470,7 @@ describe('APNs provider token shared by a fleet', () => {
       endpoint: parseEndpoint('apns', sim.url, 'APNS_ENDPOINT'),
       caPem: sim.caPem,
       ...(tokenStore ? { tokenStore } : {}),
+      ...(tokenCheckEveryMs ? { tokenCheckEveryMs } : {}),
     });
     opened.push(provider);
     return provider;
@@ -480,6 +482,37 @@ describe('APNs provider token shared by a fleet', () => {
     expect(second[0]).toMatchObject({ kind: 'retry', httpStatus: 429 });
     expect(JSON.stringify(second[0])).toContain('TooManyProviderTokenUpdates');
     expect(sim.stats()).toMatchObject({ authFailures: 1, accepted: 1 });
+  });
+
+  it('after Redis lost the token, a process started since is refused until it takes the one the fleet sends', async () => {
+    const keyPrefix = `${redis.prefix}lost`;
+    const store = () =>
+      new RedisProviderTokenStore(redis.client, {
+        prefix: keyPrefix,
+        teamId: 'TEAM123456',
+        keyId: 'KEY1234567',
+      });
+    const key = providerTokenKey(keyPrefix, 'TEAM123456', 'KEY1234567');
+    const fleet = processProvider(store(), 3000);
+    const started = Date.now();
+    expect((await fleet.send([apnsPush()]))[0]?.kind).toBe('delivered');
+    const jwtStored = async () => (await redis.client.get(key))?.split(' ')[1];
+    const sent = await jwtStored();
+    expect(sent).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
+    // A second later (a later iat), Redis restarts empty and a process starts: it stores its own token.
+    await sleep(1100);
+    await redis.client.del(key);
+    const late = processProvider(store(), 200);
+    const refused = await late.send([apnsPush()]);
+    expect(refused[0]).toMatchObject({ kind: 'retry', httpStatus: 429 });
+    expect(JSON.stringify(refused[0])).toContain('TooManyProviderTokenUpdates');
+    // The fleet's next read (3 s after it started) puts its token back; the late process's next read takes it.
+    await sleep(Math.max(0, started + 3800 - Date.now()));
+    expect(await jwtStored()).toBe(sent);
+    const outcomes = await Promise.all([fleet.send([apnsPush()]), late.send([apnsPush()])]);
+    expect(outcomes.flat().map((outcome) => outcome.kind)).toEqual(['delivered', 'delivered']);
+    expect(sim.stats()).toMatchObject({ authFailures: 1, accepted: 3 });
+    await redis.client.del(key);
   });
 
   it.each([

@@ -105,15 +105,17 @@ describe('one reply shape and one error format', () => {
     ['dedupe-check: fingerprints missing', 'dedupeCheck', () => [1, key(), 0, 60, '1', ''], 'shards'],
     ['block: minTtlSeconds', 'block', () => [1, key(), 5, 0, 60_000, 1, 0, 1], 'minTtlSeconds'],
     ['block: maxBlockMs', 'block', () => [1, key(), 5, 60, 'inf', 1, 0, 1], 'maxBlockMs'],
-    ['apns-token: a token with a space', 'apnsToken', () => [1, key(), 'a b', 1, 0, 3600], 'token'],
-    ['apns-token: iat fractional', 'apnsToken', () => [1, key(), 'a.b.c', 1.5, 0, 3600], 'iat'],
+    ['apns-token: a token with a space', 'apnsToken', () => [1, key(), 'a b', 1, 0, 3600, 0], 'token'],
+    ['apns-token: established missing', 'apnsToken', () => [1, key(), 'a.b.c', 1, 0, 3600], 'token'],
+    ['apns-token: iat fractional', 'apnsToken', () => [1, key(), 'a.b.c', 1.5, 0, 3600, 0], 'iat'],
     [
       'apns-token: replaceBelow negative',
       'apnsToken',
-      () => [1, key(), 'a.b.c', 1, -1, 3600],
+      () => [1, key(), 'a.b.c', 1, -1, 3600, 0],
       'replaceBelow',
     ],
-    ['apns-token: ttlSeconds 0', 'apnsToken', () => [1, key(), 'a.b.c', 1, 0, 0], 'ttlSeconds'],
+    ['apns-token: ttlSeconds 0', 'apnsToken', () => [1, key(), 'a.b.c', 1, 0, 0, 0], 'ttlSeconds'],
+    ['apns-token: established 2', 'apnsToken', () => [1, key(), 'a.b.c', 1, 0, 60, 2], 'established'],
   ];
   it.each(bad)(
     '%s: AQUEDUCT_ARGUMENT mapped to ScriptArgumentError, nothing written',
@@ -132,10 +134,30 @@ describe('one reply shape and one error format', () => {
   it('apns-token keeps a stored token until it is older than replaceBelow, and answers the one stored', async () => {
     const share = scriptCall(redis.client, 'apnsToken');
     const tokenKey = `${redis.prefix}{t}:apns-token`;
-    expect(await share(1, tokenKey, 'first.jwt.x', 100, 0, 3600)).toBe('100 first.jwt.x');
-    expect(await share(1, tokenKey, 'second.jwt.x', 200, 100, 3600)).toBe('100 first.jwt.x');
-    expect(await share(1, tokenKey, 'third.jwt.x', 300, 101, 60)).toBe('300 third.jwt.x');
+    expect(await share(1, tokenKey, 'first.jwt.x', 100, 0, 3600, 0)).toBe('100 first.jwt.x');
+    expect(await share(1, tokenKey, 'second.jwt.x', 200, 100, 3600, 0)).toBe('100 first.jwt.x');
+    // Established or not, a newer token never replaces a current one.
+    expect(await share(1, tokenKey, 'second.jwt.x', 200, 100, 3600, 1)).toBe('100 first.jwt.x');
+    expect(await share(1, tokenKey, 'third.jwt.x', 300, 101, 60, 0)).toBe('300 third.jwt.x');
     expect(await redis.client.ttl(tokenKey)).toBeLessThanOrEqual(60);
+  });
+
+  it('apns-token takes back an older token in use over a newer one, unless a renewal superseded it', async () => {
+    const share = scriptCall(redis.client, 'apnsToken');
+    const tokenKey = `${redis.prefix}{t}:apns-token-older`;
+    // The key was lost; a process started since stored its own (floor 50); the fleet sends one of 100.
+    expect(await share(1, tokenKey, 'new.jwt.x', 160, 50, 3600, 0)).toBe('160 new.jwt.x');
+    expect(await share(1, tokenKey, 'fleet.jwt.x', 100, 60, 3600, 0)).toBe('160 new.jwt.x');
+    expect(await share(1, tokenKey, 'fleet.jwt.x', 100, 60, 3600, 1)).toBe('100 fleet.jwt.x');
+    expect(await share(1, tokenKey, 'new.jwt.x', 160, 60, 3600, 1)).toBe('100 fleet.jwt.x');
+    // Signed after APNs refused the token of 100 as expired (floor 101): that one does not come back.
+    expect(await share(1, tokenKey, 'renewed.jwt.x', 170, 101, 3600, 0)).toBe('170 renewed.jwt.x');
+    expect(await share(1, tokenKey, 'fleet.jwt.x', 100, 60, 3600, 1)).toBe('170 renewed.jwt.x');
+    // A token too old for the caller's replaceBelow does not come back either.
+    expect(await share(1, tokenKey, 'old.jwt.x', 90, 95, 3600, 1)).toBe('170 renewed.jwt.x');
+    // A value stored before floors existed ("<iat> <jwt>") is floored at its own iat.
+    await redis.client.set(tokenKey, '200 legacy.jwt.x');
+    expect(await share(1, tokenKey, 'fleet.jwt.x', 150, 60, 3600, 1)).toBe('200 legacy.jwt.x');
   });
 
   it('maps any other failure to a retriable ScriptUnavailableError', () => {

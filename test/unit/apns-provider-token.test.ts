@@ -14,13 +14,28 @@ import { throwAwaySigningKey } from '../../src/providers/index.ts';
 // script is tested against Redis (single node and Cluster) in test/integration/provider-apns.test.ts.
 class MemoryStore implements ProviderTokenStore {
   stored: ProviderToken | undefined;
+  /** The replaceBelow the stored token was stored with. */
+  floor = 0;
   calls = 0;
   failing = false;
-  async share(candidate: ProviderToken, replaceBelow: number): Promise<ProviderToken> {
+  async share(candidate: ProviderToken, replaceBelow: number, established = false): Promise<ProviderToken> {
     this.calls += 1;
     if (this.failing) throw new Error('Connection is closed.');
-    if (!this.stored || this.stored.iat < replaceBelow) this.stored = candidate;
+    const olderInUse =
+      established &&
+      candidate.iat >= replaceBelow &&
+      candidate.iat >= this.floor &&
+      candidate.iat < (this.stored?.iat ?? 0);
+    if (!this.stored || this.stored.iat < replaceBelow || olderInUse) {
+      this.stored = candidate;
+      this.floor = replaceBelow;
+    }
     return this.stored;
+  }
+  /** What Redis restarting empty does to the key. */
+  lose(): void {
+    this.stored = undefined;
+    this.floor = 0;
   }
 }
 
@@ -87,6 +102,41 @@ describe('APNs provider tokens', () => {
     expect(store.stored?.iat).toBe(Math.floor(clock.ms / 1000));
     // node-apn sees a new generation, so a 403 for the old token does not renew the new one again.
     expect(first.generation).toBe(1);
+  });
+
+  it('after the store lost its token, the fleet keeps the one it sends, and a process started since takes it', async () => {
+    const store = new MemoryStore();
+    const clock = { ms: 1_700_000_000_000 };
+    const first = shared(store, clock, 5);
+    const second = shared(store, clock, 5);
+    await Promise.all([first.ready, second.ready]);
+    const sent = first.current;
+    // Redis restarted empty; a process started a minute and a half later stores a token of its own.
+    store.lose();
+    clock.ms += 90_000;
+    const started = shared(store, clock, 5);
+    await started.ready;
+    expect(started.current).not.toBe(sent);
+    await sleep(40);
+    expect([first.current, second.current, started.current]).toEqual([sent, sent, sent]);
+    expect(store.stored?.jwt).toBe(sent);
+    expect(first.generation).toBe(0);
+  });
+
+  it('reads the store again when APNs refuses the token as too frequent an update, at most every 5 s', async () => {
+    const store = new MemoryStore();
+    const clock = { ms: 1_700_000_000_000 };
+    const token = shared(store, clock);
+    await token.ready;
+    const before = store.calls;
+    token.refused();
+    token.refused();
+    await sleep(10);
+    expect(store.calls).toBe(before + 1);
+    clock.ms += 5000;
+    token.refused();
+    await sleep(10);
+    expect(store.calls).toBe(before + 2);
   });
 
   it('after an ExpiredProviderToken, signs a fresh token at once and shares it; an older generation is ignored', async () => {
