@@ -1,5 +1,6 @@
 import type { Message } from 'kafkajs';
 import { ProducerLane, type ProducerLaneOptions } from './producer-lane.ts';
+import { TopicCheck } from './topic-check.ts';
 
 /**
  * Writes the gateway's events to the topic and says when Kafka has them: an idempotent producer,
@@ -37,16 +38,31 @@ export interface KafkaWriterOptions extends ProducerLaneOptions {
 export class KafkaWriter {
   readonly topic: string;
   private readonly lanes: ProducerLane[];
+  private readonly topicCheck: TopicCheck;
 
   constructor(options: KafkaWriterOptions) {
     this.topic = options.topic;
     const count = options.producers ?? 4;
     if (!Number.isInteger(count) || count < 1)
       throw new RangeError(`producers must be an integer >= 1, got ${count}`);
+    this.topicCheck = new TopicCheck({
+      kafka: options.kafka,
+      topic: options.topic,
+      ...(options.reconnectIntervalMs !== undefined ? { intervalMs: options.reconnectIntervalMs } : {}),
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
+    const laneOptions: ProducerLaneOptions = {
+      ...options,
+      onWrite: (sample) => {
+        if (sample.ok) this.topicCheck.written();
+        else if (sample.refused) this.topicCheck.refused();
+        options.onWrite?.(sample);
+      },
+    };
     this.lanes = Array.from(
       { length: count },
       () =>
-        new ProducerLane(options, (ok) => {
+        new ProducerLane(laneOptions, (ok) => {
           this.healthy = ok;
         }),
     );
@@ -56,17 +72,22 @@ export class KafkaWriter {
   private healthy = false;
 
   /**
-   * True while the latest write or connection attempt (of any producer) succeeded and a producer is
-   * connected. A failed write makes the gateway unready at once, even though its other producers have not
-   * noticed the broker is gone yet; a producer reconnecting in the background makes it ready again.
+   * True while the latest write or connection attempt (of any producer) succeeded, a producer is
+   * connected and the topic is there (see {@link TopicCheck}). A failed write makes the gateway unready at
+   * once, even though its other producers have not noticed the broker is gone yet; a producer
+   * reconnecting in the background makes it ready again, but after Kafka refused the topic itself only
+   * once its metadata shows it is back.
    */
   get ready(): boolean {
-    return this.healthy && this.lanes.some((lane) => lane.ready);
+    return this.healthy && this.topicCheck.there && this.lanes.some((lane) => lane.ready);
   }
 
-  /** Connects the producers; while Kafka cannot be reached they keep trying in the background (never throws). */
+  /**
+   * Connects the producers and reads the topic's metadata; while Kafka cannot be reached or the topic is
+   * missing they keep trying in the background (never throws).
+   */
   async start(): Promise<void> {
-    await Promise.all(this.lanes.map((lane) => lane.start()));
+    await Promise.all([...this.lanes.map((lane) => lane.start()), this.topicCheck.start()]);
   }
 
   /**
@@ -84,6 +105,6 @@ export class KafkaWriter {
 
   /** Waits for queued and in-flight writes (each still bounded by its deadline), then disconnects. */
   async close(): Promise<void> {
-    await Promise.all(this.lanes.map((lane) => lane.close()));
+    await Promise.all([this.topicCheck.close(), ...this.lanes.map((lane) => lane.close())]);
   }
 }

@@ -2,6 +2,7 @@ import type { Kafka, Message, Producer, RetryOptions } from 'kafkajs';
 import { createProducer } from '../kafka/client.ts';
 import type { Logger } from '../log.ts';
 import { KafkaUnavailableError } from './kafka-unavailable.ts';
+import { topicRefusal } from './topic-check.ts';
 
 /** Options of one {@link ProducerLane}: those of the KafkaWriter, bar how many lanes it runs. */
 export interface ProducerLaneOptions {
@@ -14,8 +15,19 @@ export interface ProducerLaneOptions {
   /** Every this many ms, while no producer is connected, one is connected in the background. Default 2000. */
   reconnectIntervalMs?: number;
   logger?: Logger;
-  /** Called after every produce request with its size and duration (for metrics). */
-  onWrite?: (sample: { events: number; requests: number; seconds: number; ok: boolean }) => void;
+  /** Called after every produce request with its size, duration and outcome (for metrics and readiness). */
+  onWrite?: (sample: WriteSample) => void;
+}
+
+/** One produce request, as {@link ProducerLaneOptions.onWrite} reports it. */
+export interface WriteSample {
+  events: number;
+  requests: number;
+  seconds: number;
+  /** Kafka acknowledged the write. */
+  ok: boolean;
+  /** Kafka refused the topic itself (missing, forbidden, an invalid name): see {@link topicRefusal}. */
+  refused: boolean;
 }
 
 interface Pending {
@@ -189,9 +201,10 @@ export class ProducerLane {
         requests: batch.length,
         seconds: elapsed(started),
         ok: true,
+        refused: false,
       });
     } catch (error) {
-      const refusal = writeRefusal(error, this.topic);
+      const refusal = topicRefusal(error, this.topic);
       const failure = new KafkaUnavailableError(
         this.topic,
         refusal ??
@@ -215,6 +228,7 @@ export class ProducerLane {
         requests: batch.length,
         seconds: elapsed(started),
         ok: false,
+        refused: refusal !== undefined,
       });
       this.scheduleReconnect();
     } finally {
@@ -289,28 +303,6 @@ function byteLength(value: Message['value'] | Message['key']): number {
 
 function elapsed(started: bigint): number {
   return Number(process.hrtime.bigint() - started) / 1e9;
-}
-
-/**
- * Kafka's refusals of the topic itself, by kafkajs' protocol error type: the write was refused before
- * anything was appended (the topic's metadata or the produce answer said so), so nothing was written.
- */
-const TOPIC_REFUSALS = new Map<string, (topic: string) => string>([
-  ['UNKNOWN_TOPIC_OR_PARTITION', (topic) => `topic "${topic}" does not exist`],
-  ['TOPIC_AUTHORIZATION_FAILED', (topic) => `not authorized to write to topic "${topic}"`],
-  ['INVALID_TOPIC_EXCEPTION', (topic) => `"${topic}" is not a valid topic name`],
-]);
-
-/**
- * The refusal behind a failed send (kafkajs wraps the broker's answer in its retry error, as `cause`),
- * or undefined when the failure says nothing definite (a timeout, a lost connection).
- */
-function writeRefusal(error: unknown, topic: string): string | undefined {
-  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    const refusal = TOPIC_REFUSALS.get(String((e as { type?: unknown }).type));
-    if (refusal) return refusal(topic);
-  }
-  return undefined;
 }
 
 function summary(error: unknown): { name: string; message: string } {

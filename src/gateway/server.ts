@@ -26,7 +26,7 @@ export interface Gateway {
   /** `http://host:port` of the admin routes (/openapi.json, /healthz, /readyz, /metrics). */
   adminUrl: string;
   adminPort: number;
-  /** True while Kafka (and Redis, when tenants are limited) are reachable. */
+  /** True while Kafka (and Redis, when tenants are limited) are reachable and the topic is there. */
   readonly ready: boolean;
   metrics: GatewayMetrics;
   /**

@@ -1,7 +1,10 @@
 import { execFile, spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, inject, it } from 'vitest';
+import { ensureTopics, SINGLE_BROKER_DURABILITY } from '../../src/kafka/topics.ts';
+import { testKafka } from '../helpers/kafka.ts';
 
 /**
  * A verb pointed at a topic that does not exist says so at once and exits 1. kafkajs alone retries a
@@ -48,7 +51,7 @@ describe('a verb pointed at a topic that does not exist', () => {
 });
 
 describe('aqueduct serve pointed at a topic that does not exist', () => {
-  it('logs an error naming the topic, answers 503 unavailable naming it, and is not ready', async () => {
+  it('logs an error naming the topic, answers 503 unavailable naming it, and is ready only once the topic is created', async () => {
     const topic = `test-nosuch-${randomUUID().slice(0, 8)}`;
     const key = 'k-missing-topic-test';
     const child = spawn(process.execPath, [CLI, 'serve'], {
@@ -85,21 +88,41 @@ describe('aqueduct serve pointed at a topic that does not exist', () => {
       expect(logs.filter((line) => line.level === 50).map((line) => line.msg)).toContain(
         `topic "${topic}" does not exist: requests are answered 503 until it is created (aqueduct publish --create-topic --partitions N), or set AQUEDUCT_TOPIC`,
       );
-      const answer = await fetch(`${url}/v1/notifications`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({
-          platform: 'fcm',
-          token: 'tok-abcdefgh',
-          notification: { title: 't', body: 'b' },
-        }),
-      });
+      // Its producers are connected, but not ready: every write would be refused.
+      expect((await fetch(`${adminUrl}/readyz`)).status).toBe(503);
+      const push = () =>
+        fetch(`${url}/v1/notifications`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({
+            platform: 'fcm',
+            token: 'tok-abcdefgh',
+            notification: { title: 't', body: 'b' },
+          }),
+        });
+      const answer = await push();
       expect(answer.status).toBe(503);
       // Refused outright, so nothing was written: not the outcome-unknown of a write left unanswered.
       const body = (await answer.json()) as { error: string; message: string };
       expect(body.error).toBe('unavailable');
       expect(body.message).toContain(`Kafka refused the write: topic "${topic}" does not exist`);
       expect((await fetch(`${adminUrl}/readyz`)).status).toBe(503);
+      // Past the producers' reconnect (2 s): still unready, for nothing but the topic's metadata has changed.
+      await sleep(3000);
+      expect((await fetch(`${adminUrl}/readyz`)).status).toBe(503);
+
+      // Once the topic is created, the gateway sees it without being sent anything, and takes events.
+      const admin = testKafka().admin();
+      await admin.connect();
+      await ensureTopics(admin, [{ topic, numPartitions: 1 }], SINGLE_BROKER_DURABILITY);
+      await admin.disconnect();
+      let ready = 0;
+      for (let i = 0; i < 100 && ready !== 200; i++) {
+        await sleep(100);
+        ready = (await fetch(`${adminUrl}/readyz`)).status;
+      }
+      expect(ready).toBe(200);
+      expect((await push()).status).toBe(202);
     } finally {
       child.kill('SIGKILL');
     }
