@@ -10,6 +10,7 @@ import {
 } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { brokerUnreachable, isKafkaJsError, isRebalancing, restartable } from '../../src/kafka/errors.ts';
+import { protocolError } from '../helpers/kafka.ts';
 
 /** Which kafkajs crashes the consumer restarts from in-process (a broker restart) and which end it. */
 describe('brokerUnreachable', () => {
@@ -79,15 +80,7 @@ describe('restartable', () => {
 
 /** The heartbeat errors by which the consumer learns that a rebalance took its partitions. */
 describe('isRebalancing', () => {
-  // kafkajs builds its protocol errors from the broker's error code entry (message, type, code).
-  const Protocol = KafkaJSProtocolError as unknown as new (entry: {
-    message: string;
-    type: string;
-    code: number;
-    retriable: boolean;
-  }) => Error;
-  const protocol = (type: string, code: number) =>
-    new Protocol({ message: `broker said ${type}`, type, code, retriable: false });
+  const protocol = (type: string, code: number) => protocolError(type, code);
 
   it('is true for a rebalance under way, a lost generation and a moved coordinator', () => {
     expect(isRebalancing(protocol('REBALANCE_IN_PROGRESS', 27))).toBe(true);

@@ -1,32 +1,15 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  type Kafka,
-  KafkaJSConnectionError,
-  KafkaJSNumberOfRetriesExceeded,
-  KafkaJSProtocolError,
-} from 'kafkajs';
+import { type Kafka, KafkaJSConnectionError, KafkaJSNumberOfRetriesExceeded } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { TopicCheck, topicRefusal } from '../../src/gateway/topic-check.ts';
+import { protocolError } from '../helpers/kafka.ts';
 
 /**
  * The topic check's states against a fake admin client; the real broker's answers (a missing topic,
  * then created) are covered by test/integration/cli-missing-topics.test.ts.
  */
 
-// kafkajs builds its protocol errors from the broker's error code entry (message, type, code).
-const Protocol = KafkaJSProtocolError as unknown as new (entry: {
-  message: string;
-  type: string;
-  code: number;
-  retriable: boolean;
-}) => Error;
-const unknownTopic = () =>
-  new Protocol({
-    message: 'This server does not host this topic-partition',
-    type: 'UNKNOWN_TOPIC_OR_PARTITION',
-    code: 3,
-    retriable: true,
-  });
+const unknownTopic = () => protocolError('UNKNOWN_TOPIC_OR_PARTITION', 3, true);
 
 /** A Kafka whose admin answers each metadata read with the next of `answers` (the last one repeated). */
 function fakeKafka(answers: Array<Error | 'there'>): { kafka: Kafka; reads: () => number } {
