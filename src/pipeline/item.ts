@@ -12,6 +12,8 @@ export interface Item {
   decoded: DecodeResult;
   /** 1 for an event read from the main topic; the retry topic counts up. */
   attempt: number;
+  /** Read from the retry topic: a copy of an event that was sent, or held back for its device, before. */
+  fromRetryTopic: boolean;
   /** Provider throttles it has met (retries only; they spend no attempt). */
   throttles: number;
   /** Epoch ms before which it must not be sent (retries only); 0 for "now". */
@@ -78,6 +80,7 @@ export function readItem(topic: string, partition: number, message: KafkaMessage
     message,
     decoded,
     attempt,
+    fromRetryTopic: fromRetry,
     throttles,
     notBefore,
     publishedAtMs,

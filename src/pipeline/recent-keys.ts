@@ -1,11 +1,16 @@
-import type { IdempotencyKey } from './idempotency-key.ts';
+/** A 64-bit fingerprint in two words (an IdempotencyKey is one). */
+export interface Fingerprint {
+  readonly high: number;
+  readonly low: number;
+}
 
 /**
- * The fingerprints of the keys a process marked final lately, in two generations of `capacity / 2`
- * (the older one dropped whole when the newer fills up). Each generation is an open-addressing table of
- * 64-bit fingerprints in typed arrays: a check costs a probe or two in memory that the collector never
- * scans, where a Set of key strings cost a string hash and a cache miss per set per event. Two keys
- * are told apart by their fingerprints, as in the idempotency window itself.
+ * The fingerprints seen lately (of the keys a process marked final, of the devices it pushed to), in
+ * two generations of `capacity / 2` (the older one dropped whole when the newer fills up). Each
+ * generation is an open-addressing table of 64-bit fingerprints in typed arrays: a check costs a probe
+ * or two in memory that the collector never scans, where a Set of key strings cost a string hash and a
+ * cache miss per set per event. Two keys are told apart by their fingerprints, as in the idempotency
+ * window itself.
  */
 export class RecentKeys {
   private readonly perGeneration: number;
@@ -20,12 +25,12 @@ export class RecentKeys {
     this.recent = new Generation(this.slots);
   }
 
-  has(key: IdempotencyKey): boolean {
+  has(key: Fingerprint): boolean {
     const { high, low } = key;
     return this.recent.has(high, low) || (this.older?.has(high, low) ?? false);
   }
 
-  add(key: IdempotencyKey): void {
+  add(key: Fingerprint): void {
     if (!this.recent.add(key.high, key.low)) return;
     if (this.recent.size >= this.perGeneration) {
       this.older = this.recent;

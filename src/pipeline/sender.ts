@@ -1,7 +1,8 @@
 import type { Platform } from '../events/event.ts';
 import type { TokenPool } from '../limiter/token-pool.ts';
-import { blocksFleet, type PushProvider, type PushRequest } from '../providers/types.ts';
+import { blocksFleet, type PushOutcome, type PushProvider, type PushRequest } from '../providers/types.ts';
 import type { DoneMark, DoneReading, DoneStore } from './done-store.ts';
+import { FirstPushes } from './first-pushes.ts';
 import { type Answered, expiresAtMs, type Item, type Sendable } from './item.ts';
 import type { PipelineObserver } from './observer.ts';
 import type { PartitionState } from './partition-state.ts';
@@ -32,6 +33,8 @@ export interface SendResult {
  */
 export class Sender {
   private readonly deps: SenderDeps;
+  /** The devices this process pushed to lately: who answers a first push with a device's throttle. */
+  private readonly firstPushes = new FirstPushes();
 
   constructor(deps: SenderDeps) {
     this.deps = deps;
@@ -168,6 +171,11 @@ export class Sender {
           };
         });
         const items = list.map((entry) => entry.item);
+        // Recorded as the pushes go out; a retry copy's push is recorded but proves nothing (its
+        // device's earlier pushes may have come from the process that owns its main partition).
+        const firstPushes = list.map(
+          ({ item, event }) => this.firstPushes.record(event.token) && !item.fromRetryTopic,
+        );
         const provider = this.deps.providers[platform];
         const outcomes = await this.deps.observer.send({ platform, requests, items }, () =>
           provider.send(requests),
@@ -175,11 +183,10 @@ export class Sender {
         return list.map(
           (entry, i): Answered => ({
             ...entry,
-            outcome: outcomes[i] ?? {
-              kind: 'retry',
-              reason: 'provider returned no outcome',
-              throttled: false,
-            },
+            outcome: scopedByFirstPush(
+              outcomes[i] ?? { kind: 'retry', reason: 'provider returned no outcome', throttled: false },
+              firstPushes[i] === true,
+            ),
           }),
         );
       }),
@@ -201,6 +208,17 @@ export class Sender {
     );
     return answered;
   }
+}
+
+/**
+ * A throttle read as one device's only from its reason's documentation (APNs `TooManyRequests`) that
+ * answers the device's first push lately is the sender's: the device's own limit had nothing to count
+ * (see FirstPushes). It then blocks the fleet like any project-wide 429.
+ */
+export function scopedByFirstPush(outcome: PushOutcome, firstPush: boolean): PushOutcome {
+  if (!firstPush || outcome.kind !== 'retry' || outcome.scope !== 'device' || !outcome.deviceScopeAssumed)
+    return outcome;
+  return { ...outcome, scope: 'fleet' };
 }
 
 /**

@@ -24,7 +24,7 @@ type Kind = Exclude<PushOutcome['kind'], 'delivered'>;
  * The APNs decision table: reason → outcome, for the reasons Apple documents.
  * https://developer.apple.com/documentation/usernotifications/handling-notification-responses-from-apns
  */
-const BY_REASON: Record<string, { kind: Kind; throttle?: ThrottleScope }> = {
+const BY_REASON: Record<string, { kind: Kind; throttle?: ThrottleScope; assumed?: true }> = {
   // 400: the device token is not one (or not for this app): stop sending to it.
   BadDeviceToken: { kind: 'invalid-token' },
   DeviceTokenNotForTopic: { kind: 'invalid-token' },
@@ -59,8 +59,10 @@ const BY_REASON: Record<string, { kind: Kind; throttle?: ThrottleScope }> = {
   // 400 IdleTimeout: the connection sat idle too long; a new one will do.
   IdleTimeout: { kind: 'retry' },
   // 429 TooManyRequests: Apple describes it as too many requests made consecutively to the same
-  // device token: a limit on one device, not on the sender; only that device backs off.
-  TooManyRequests: { kind: 'retry', throttle: 'device' },
+  // device token: a limit on one device, not on the sender; only that device backs off. The answer does
+  // not name the device's limit, only the reason's documentation does (`assumed`): an endpoint that
+  // throttles the sender as a whole with the same answer is found out by the sender (first pushes).
+  TooManyRequests: { kind: 'retry', throttle: 'device', assumed: true },
   // 429 TooManyProviderTokenUpdates: the provider token is being updated too often (Apple asks for a
   // new one no more than once every 20 minutes): processes that sign their own tokens
   // (AQUEDUCT_APNS_SHARED_TOKEN=false, or Redis out of reach), or a clock far off, make too many new
@@ -80,9 +82,12 @@ export function classifyApnsFailure(failure: ApnsFailure, nowMs: number = Date.n
   const after = retryAfterMs === undefined ? {} : { retryAfterMs };
 
   if (reason !== undefined && reason in BY_REASON) {
-    const rule = BY_REASON[reason] as { kind: Kind; throttle?: ThrottleScope };
+    const rule = BY_REASON[reason] as (typeof BY_REASON)[string];
     if (rule.kind === 'retry') {
-      const throttle = rule.throttle === undefined ? {} : { scope: rule.throttle };
+      const throttle =
+        rule.throttle === undefined
+          ? {}
+          : { scope: rule.throttle, ...(rule.assumed ? { deviceScopeAssumed: true } : {}) };
       return {
         kind: 'retry',
         reason,

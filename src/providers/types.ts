@@ -40,6 +40,12 @@ export type PushOutcome =
       throttled: boolean;
       /** What a throttle is about; set when `throttled` (absent: `fleet`). */
       scope?: ThrottleScope;
+      /**
+       * A `device` throttle whose answer does not name the device: its reason alone is documented as one
+       * device's limit (APNs `TooManyRequests`). The sender reads it as the sender's rate when it answers
+       * the device's first push lately (see Sender), which a device's own limit cannot refuse.
+       */
+      deviceScopeAssumed?: boolean;
     }
   | {
       kind: 'invalid-token';

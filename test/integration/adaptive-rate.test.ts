@@ -74,3 +74,41 @@ describe('a provider slower than configured (real Kafka, Redis, simulator, consu
     expect(ledger.deadLettered).toEqual([]);
   }, 240_000);
 });
+
+describe('an APNs endpoint slower than configured that throttles the sender with TooManyRequests (real Kafka, Redis, simulator, consumer processes)', () => {
+  it("reads the 429s of devices' first pushes as the sender's: they stop within 5 s of the first, the rate is cut, nothing lost", async () => {
+    const events = [...generateEvents({ count: 4000, apnsRatio: 1, deadTokenRatio: 0 })];
+    // Every event is for a device of its own: no device's own limit is anywhere near.
+    expect(new Set(events.map((e) => e.token)).size).toBe(events.length);
+    rig = await startRig({
+      partitions: 4,
+      ...CONFIGURED,
+      simulator: { rate: SLOW_RATE, burst: CONFIGURED.burst },
+      env: { AQUEDUCT_ACQUIRE_CHUNK: '20' },
+    });
+    await publishEvents(rig.kafka, events, { topic: rig.topic });
+    await Promise.all([rig.startConsumer('a'), rig.startConsumer('b')]);
+    const apns = rig.simulators.apns;
+    // The simulator's sender-wide bucket answers 429 TooManyRequests, as Apple answers one device's.
+    const senderThrottles = () => apns.throttles().filter((t) => t.scope === 'provider');
+
+    await expect.poll(() => senderThrottles().length, { timeout: 60_000, interval: 100 }).toBeGreaterThan(0);
+    const first = senderThrottles()[0]?.atMs as number;
+    await sleep(Math.max(0, first + 12_000 - Date.now()));
+    const late = senderThrottles().filter((t) => t.atMs > first + 5000);
+    expect(late, `429s more than 5 s after the first (at ${new Date(first).toISOString()})`).toEqual([]);
+    const [bucket] = await new TokenBucketLimiter(rig.redis, { keyPrefix: 'aqueduct' }).inspect('apns');
+    expect(bucket?.rateFactor).toBeLessThan(1);
+    console.log(
+      `APNs sender 429s: ${senderThrottles().length}, device 429s: ${apns.stats().deviceThrottled}`,
+    );
+
+    const ledger = await rig.settle(
+      events.map((e) => e.id as string),
+      120_000,
+    );
+    expect(ledger.delivered.size).toBe(events.length);
+    expect(ledger.acceptedTotal).toBe(events.length);
+    expect(ledger.deadLettered).toEqual([]);
+  }, 240_000);
+});

@@ -697,6 +697,53 @@ describe('BatchProcessor', () => {
     expect(r.source.blocks).toEqual([]);
   });
 
+  describe("a throttle documented as one device's (APNs TooManyRequests) that does not name the device", () => {
+    const assumed = {
+      kind: 'retry',
+      reason: 'TooManyRequests',
+      httpStatus: 429,
+      throttled: true,
+      scope: 'device',
+      deviceScopeAssumed: true,
+    } as const;
+
+    it("is the sender's when it answers devices' first pushes: the fleet is blocked, the rest of the step not sent", async () => {
+      const r = rig({ answer: () => assumed });
+      r.source.tokens = 2;
+      const { payload } = payloadOf(
+        TOPIC,
+        [0, 1, 2, 3].map((i) => message(i, event(`e${i}`))),
+      );
+      await r.processor.eachBatch(payload);
+      expect(r.source.blocks).toHaveLength(1);
+      expect(r.pool.blockedUntilMs).toBeGreaterThan(Date.now());
+      expect(r.providers.fcm.sent).toEqual(['e0', 'e1']);
+      // Refused for the sender, retried with a throttle counted, no attempt spent.
+      expect(r.outcomes.records.slice(0, 2)).toMatchObject([
+        { kind: 'retry', attempt: 1, throttles: 1 },
+        { kind: 'retry', attempt: 1, throttles: 1 },
+      ]);
+    });
+
+    it("stays the device's when the device had a push lately, or when the push is a retry copy's", async () => {
+      let calls = 0;
+      const r = rig({
+        answer: (request) =>
+          request.event.id === 'h0' || (request.event.id === 'o1' && calls++ === 0)
+            ? { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 }
+            : assumed,
+      });
+      const hot = (id: string) => ({ ...event(id), token: 'token-hot' });
+      await r.processor.eachBatch(payloadOf(TOPIC, [message(0, hot('h0'))]).payload);
+      await r.processor.eachBatch(payloadOf(TOPIC, [message(1, hot('h1'))]).payload);
+      // A retry copy's push proves nothing: the device's earlier pushes may have been another process's.
+      await r.processor.eachBatch(payloadOf(RETRY_TOPIC, [message(0, event('r0'))]).payload);
+      expect(r.providers.fcm.sent).toEqual(['h0', 'h1', 'r0']);
+      expect(r.source.blocks).toEqual([]);
+      expect(r.pool.blockedUntilMs).toBe(0);
+    });
+  });
+
   it("sends at most 8 events to one device per step, so a flood's first wave is 8 pushes, not a batch", async () => {
     const hotToken = 'token-flood';
     const r = rig({

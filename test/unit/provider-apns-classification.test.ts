@@ -20,13 +20,19 @@ const rejected = (reason: string, httpStatus: number): PushOutcome => ({
 const retry = (
   reason: string,
   httpStatus: number,
-  extra: { throttled?: boolean; scope?: 'fleet' | 'device' | 'credentials'; retryAfterMs?: number } = {},
+  extra: {
+    throttled?: boolean;
+    scope?: 'fleet' | 'device' | 'credentials';
+    deviceScopeAssumed?: boolean;
+    retryAfterMs?: number;
+  } = {},
 ): PushOutcome => ({
   kind: 'retry',
   reason,
   httpStatus,
   throttled: extra.throttled === true,
   ...(extra.scope === undefined ? {} : { scope: extra.scope }),
+  ...(extra.deviceScopeAssumed === undefined ? {} : { deviceScopeAssumed: extra.deviceScopeAssumed }),
   ...(extra.retryAfterMs === undefined ? {} : { retryAfterMs: extra.retryAfterMs }),
 });
 
@@ -70,15 +76,25 @@ const table: Array<[ApnsFailure, PushOutcome]> = [
   // Too many requests to the same device token: that device only.
   [
     { status: 429, reason: 'TooManyRequests' },
-    retry('TooManyRequests', 429, { throttled: true, scope: 'device' }),
+    retry('TooManyRequests', 429, { throttled: true, scope: 'device', deviceScopeAssumed: true }),
   ],
   [
     { status: 429, reason: 'TooManyRequests', retryAfter: '9' },
-    retry('TooManyRequests', 429, { throttled: true, scope: 'device', retryAfterMs: 9000 }),
+    retry('TooManyRequests', 429, {
+      throttled: true,
+      scope: 'device',
+      deviceScopeAssumed: true,
+      retryAfterMs: 9000,
+    }),
   ],
   [
     { status: 429, reason: 'TooManyRequests', retryAfter: '99999999' },
-    retry('TooManyRequests', 429, { throttled: true, scope: 'device', retryAfterMs: 2_147_483_647 }),
+    retry('TooManyRequests', 429, {
+      throttled: true,
+      scope: 'device',
+      deviceScopeAssumed: true,
+      retryAfterMs: 2_147_483_647,
+    }),
   ],
   // A 429 Apple does not document: assumed to be about the sender as a whole.
   [{ status: 429 }, retry('HTTP 429', 429, { throttled: true, scope: 'fleet' })],

@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest';
+import { FirstPushes, fingerprintOf } from '../../src/pipeline/first-pushes.ts';
+
+describe('FirstPushes', () => {
+  it('says a push is the first to its device until the device was pushed to', () => {
+    const pushes = new FirstPushes(100);
+    expect(pushes.record('device-a')).toBe(true);
+    expect(pushes.record('device-a')).toBe(false);
+    expect(pushes.record('device-b')).toBe(true);
+    expect(pushes.record('device-a')).toBe(false);
+  });
+
+  it('forgets a device once `capacity` other devices were pushed to since, but not one pushed to all along', () => {
+    const pushes = new FirstPushes(100);
+    pushes.record('quiet');
+    pushes.record('busy');
+    for (let i = 0; i < 300; i++) {
+      pushes.record(`other-${i}`);
+      if (i % 10 === 0) expect(pushes.record('busy')).toBe(false);
+    }
+    expect(pushes.record('quiet')).toBe(true);
+    expect(pushes.record('busy')).toBe(false);
+  });
+
+  it('fingerprints distinct tokens apart (no collision among 200 000 APNs-like tokens)', () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 200_000; i++) {
+      const { high, low } = fingerprintOf(i.toString(16).padStart(64, '0'));
+      seen.add(`${high}:${low}`);
+    }
+    expect(seen.size).toBe(200_000);
+  });
+});
