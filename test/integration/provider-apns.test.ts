@@ -154,8 +154,10 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
         kind: 'retry',
         reason: 'TooManyRequests',
         throttled: true,
-        // Apple's TooManyRequests is about one device token, whoever sends it.
+        // Apple's TooManyRequests is about one device token, whoever sends it; the answer does not
+        // say so itself (the consumer reads it as the sender's when it answers a first push).
         scope: 'device',
+        deviceScopeAssumed: true,
         httpStatus: 429,
         retryAfterMs: 7000,
       });
@@ -177,6 +179,7 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
           reason: 'TooManyRequests',
           throttled: true,
           scope: 'device',
+          deviceScopeAssumed: true,
           httpStatus: 429,
         });
       }
