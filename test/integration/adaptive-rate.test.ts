@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { NotificationEventInput } from '../../src/events/event.ts';
 import { TokenBucketLimiter } from '../../src/limiter/index.ts';
 import { generateEvents } from '../../src/publish/generate.ts';
 import { publishEvents } from '../../src/publish/publisher.ts';
@@ -17,40 +18,54 @@ const CONFIGURED = { rate: 200, burst: 200 };
 const SLOW_RATE = 180;
 const EVENTS = 7000;
 
-async function fcmBucket(rig: Rig) {
-  const [bucket] = await new TokenBucketLimiter(rig.redis, { keyPrefix: 'aqueduct' }).inspect('fcm');
+async function bucketOf(rig: Rig, name: 'fcm' | 'apns') {
+  const [bucket] = await new TokenBucketLimiter(rig.redis, { keyPrefix: 'aqueduct' }).inspect(name);
   return bucket;
+}
+
+/** Publishes `events` and starts two consumers against simulators at SLOW_RATE, Aqueduct at CONFIGURED. */
+async function startSlowProvider(events: readonly NotificationEventInput[]) {
+  const started = await startRig({
+    partitions: 4,
+    ...CONFIGURED,
+    simulator: { rate: SLOW_RATE, burst: CONFIGURED.burst },
+    // Small chunks, so that the delivered rate over a few seconds is smooth enough to read.
+    env: { AQUEDUCT_ACQUIRE_CHUNK: '20' },
+  });
+  await publishEvents(started.kafka, events, { topic: started.topic });
+  await Promise.all([started.startConsumer('a'), started.startConsumer('b')]);
+  return started;
+}
+
+/**
+ * Waits for the provider's first 429 for the sender's rate (once its slower refill has fallen behind),
+ * then 12 s, and expects none of them later than 5 s after the first.
+ */
+async function expectSenderThrottlesToStop(throttles: () => ReadonlyArray<{ atMs: number }>): Promise<void> {
+  await expect.poll(() => throttles().length, { timeout: 60_000, interval: 100 }).toBeGreaterThan(0);
+  const first = throttles()[0]?.atMs as number;
+  await sleep(Math.max(0, first + 12_000 - Date.now()));
+  const late = throttles().filter((t) => t.atMs > first + 5000);
+  expect(late, `429s more than 5 s after the first (at ${new Date(first).toISOString()})`).toEqual([]);
 }
 
 describe('a provider slower than configured (real Kafka, Redis, simulator, consumer processes, default adaptation)', () => {
   it('is found out: its 429s stop within 5 s of the first, and the rate climbs back to the configured one once the provider recovers', async () => {
-    rig = await startRig({
-      partitions: 4,
-      ...CONFIGURED,
-      simulator: { rate: SLOW_RATE, burst: CONFIGURED.burst },
-      // Small chunks, so that the delivered rate over a few seconds is smooth enough to read.
-      env: { AQUEDUCT_ACQUIRE_CHUNK: '20' },
-    });
     const events = [...generateEvents({ count: EVENTS, apnsRatio: 0, deadTokenRatio: 0 })];
-    await publishEvents(rig.kafka, events, { topic: rig.topic });
-    await Promise.all([rig.startConsumer('a'), rig.startConsumer('b')]);
+    rig = await startSlowProvider(events);
     const fcm = rig.simulators.fcm;
     const projectThrottles = () => fcm.throttles().filter((t) => t.scope === 'provider');
 
-    // Down: the first 429 comes once the provider's slower refill has fallen behind.
-    await expect.poll(() => projectThrottles().length, { timeout: 60_000, interval: 100 }).toBeGreaterThan(0);
-    const first = projectThrottles()[0]?.atMs as number;
-    await sleep(Math.max(0, first + 12_000 - Date.now()));
-    const late = projectThrottles().filter((t) => t.atMs > first + 5000);
-    expect(late, `429s more than 5 s after the first (at ${new Date(first).toISOString()})`).toEqual([]);
-    expect((await fcmBucket(rig))?.rateFactor).toBeLessThan(1);
+    // Down: found out from its 429s, and the rate cut.
+    await expectSenderThrottlesToStop(projectThrottles);
+    expect((await bucketOf(rig, 'fcm'))?.rateFactor).toBeLessThan(1);
     const during = projectThrottles().length;
 
     // Up: the provider recovers (here beyond the configured rate); the rate climbs back to the
     // configured one, never above it.
     fcm.setLimits({ rate: 2 * CONFIGURED.rate });
     await expect
-      .poll(async () => (await fcmBucket(rig as Rig))?.rateFactor, { timeout: 60_000, interval: 500 })
+      .poll(async () => (await bucketOf(rig as Rig, 'fcm'))?.rateFactor, { timeout: 60_000, interval: 500 })
       .toBe(1);
     const from = Date.now();
     await sleep(5000);
@@ -58,7 +73,7 @@ describe('a provider slower than configured (real Kafka, Redis, simulator, consu
     const delivered = fcm.records().filter((r) => r.arrivedAtMs >= from && r.arrivedAtMs < to).length;
     const rate = delivered / ((to - from) / 1000);
     console.log(
-      `429s: ${during}, all within ${((projectThrottles().at(-1)?.atMs as number) - first) / 1000} s of the first; back at the configured rate: ${rate.toFixed(1)}/s delivered`,
+      `429s: ${during}, all within ${((projectThrottles().at(-1)?.atMs as number) - (projectThrottles()[0]?.atMs as number)) / 1000} s of the first; back at the configured rate: ${rate.toFixed(1)}/s delivered`,
     );
     expect(rate).toBeGreaterThan(0.9 * CONFIGURED.rate);
     expect(rate).toBeLessThanOrEqual(CONFIGURED.rate + CONFIGURED.burst / 5);
@@ -80,25 +95,13 @@ describe('an APNs endpoint slower than configured that throttles the sender with
     const events = [...generateEvents({ count: 4000, apnsRatio: 1, deadTokenRatio: 0 })];
     // Every event is for a device of its own: no device's own limit is anywhere near.
     expect(new Set(events.map((e) => e.token)).size).toBe(events.length);
-    rig = await startRig({
-      partitions: 4,
-      ...CONFIGURED,
-      simulator: { rate: SLOW_RATE, burst: CONFIGURED.burst },
-      env: { AQUEDUCT_ACQUIRE_CHUNK: '20' },
-    });
-    await publishEvents(rig.kafka, events, { topic: rig.topic });
-    await Promise.all([rig.startConsumer('a'), rig.startConsumer('b')]);
+    rig = await startSlowProvider(events);
     const apns = rig.simulators.apns;
     // The simulator's sender-wide bucket answers 429 TooManyRequests, as Apple answers one device's.
     const senderThrottles = () => apns.throttles().filter((t) => t.scope === 'provider');
 
-    await expect.poll(() => senderThrottles().length, { timeout: 60_000, interval: 100 }).toBeGreaterThan(0);
-    const first = senderThrottles()[0]?.atMs as number;
-    await sleep(Math.max(0, first + 12_000 - Date.now()));
-    const late = senderThrottles().filter((t) => t.atMs > first + 5000);
-    expect(late, `429s more than 5 s after the first (at ${new Date(first).toISOString()})`).toEqual([]);
-    const [bucket] = await new TokenBucketLimiter(rig.redis, { keyPrefix: 'aqueduct' }).inspect('apns');
-    expect(bucket?.rateFactor).toBeLessThan(1);
+    await expectSenderThrottlesToStop(senderThrottles);
+    expect((await bucketOf(rig, 'apns'))?.rateFactor).toBeLessThan(1);
     console.log(
       `APNs sender 429s: ${senderThrottles().length}, device 429s: ${apns.stats().deviceThrottled}`,
     );
