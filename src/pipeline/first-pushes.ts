@@ -7,8 +7,9 @@ import { type Fingerprint, RecentKeys } from './recent-keys.ts';
  * spell; an endpoint that throttles the sender as a whole, with the same answer, refuses first pushes
  * as readily as any. (Events are keyed by device, so one process sends all of a device's pushes.)
  *
- * "Lately" is among the last `capacity` devices pushed to (two generations of half of it, see
- * RecentKeys): about two minutes of distinct devices at 800 pushes a second, ten seconds at 10 000.
+ * "Lately" is among the last `capacity / 2` to `capacity` devices pushed to (two generations of half of
+ * it, see RecentKeys): one to two minutes of distinct devices at 800 pushes a second, 5 to 10 s at
+ * 10 000.
  * A device is told apart by a 64-bit fingerprint of its token; the token itself is not kept.
  */
 export class FirstPushes {
