@@ -183,8 +183,9 @@ export class Sender {
         return list.map(
           (entry, i): Answered => ({
             ...entry,
-            outcome: scopedByFirstPush(
+            outcome: this.scopedByFirstPushes(
               outcomes[i] ?? { kind: 'retry', reason: 'provider returned no outcome', throttled: false },
+              entry.event.token,
               firstPushes[i] === true,
             ),
           }),
@@ -208,17 +209,18 @@ export class Sender {
     );
     return answered;
   }
-}
 
-/**
- * A throttle read as one device's only from its reason's documentation (APNs `TooManyRequests`) that
- * answers the device's first push lately is the sender's: the device's own limit had nothing to count
- * (see FirstPushes). It then blocks the fleet like any project-wide 429.
- */
-export function scopedByFirstPush(outcome: PushOutcome, firstPush: boolean): PushOutcome {
-  if (!firstPush || outcome.kind !== 'retry' || outcome.scope !== 'device' || !outcome.deviceScopeAssumed)
-    return outcome;
-  return { ...outcome, scope: 'fleet' };
+  /**
+   * A throttle read as one device's only from its reason's documentation (APNs `TooManyRequests`) is
+   * the sender's when it refuses first pushes lately of two devices within a second: no device's own
+   * limit refuses a device's first push, unless another process spent it (see FirstPushes). It then
+   * blocks the fleet like any project-wide 429.
+   */
+  private scopedByFirstPushes(outcome: PushOutcome, token: string, firstPush: boolean): PushOutcome {
+    if (!firstPush || outcome.kind !== 'retry' || outcome.scope !== 'device' || !outcome.deviceScopeAssumed)
+      return outcome;
+    return this.firstPushes.refusedFirst(token, Date.now()) ? { ...outcome, scope: 'fleet' } : outcome;
+  }
 }
 
 /**

@@ -707,7 +707,7 @@ describe('BatchProcessor', () => {
       deviceScopeAssumed: true,
     } as const;
 
-    it("is the sender's when it answers devices' first pushes: the fleet is blocked, the rest of the step not sent", async () => {
+    it("is the sender's when it answers two devices' first pushes: the fleet is blocked, the rest of the step not sent", async () => {
       const r = rig({ answer: () => assumed });
       r.source.tokens = 2;
       const { payload } = payloadOf(
@@ -723,6 +723,21 @@ describe('BatchProcessor', () => {
         { kind: 'retry', attempt: 1, throttles: 1 },
         { kind: 'retry', attempt: 1, throttles: 1 },
       ]);
+    });
+
+    it("stays the device's when it answers one device's first push alone: another process may have spent that device's limit", async () => {
+      const r = rig({
+        answer: (request) =>
+          request.event.token === 'token-hot'
+            ? assumed
+            : { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 },
+      });
+      const hot = (id: string) => ({ ...event(id), token: 'token-hot' });
+      await r.processor.eachBatch(
+        payloadOf(TOPIC, [message(0, hot('h0')), message(1, event('o1')), message(2, event('o2'))]).payload,
+      );
+      expect(r.providers.fcm.sent).toEqual(['h0', 'o1', 'o2']);
+      expect(r.source.blocks).toEqual([]);
     });
 
     it("stays the device's when the device had a push lately, or when the push is a retry copy's", async () => {

@@ -22,6 +22,14 @@ describe('FirstPushes', () => {
     expect(pushes.record('busy')).toBe(false);
   });
 
+  it("tells the sender's throttle from two devices' first pushes refused within a second, not one device's twice", () => {
+    const pushes = new FirstPushes(100);
+    expect(pushes.refusedFirst('device-a', 1000)).toBe(false);
+    expect(pushes.refusedFirst('device-a', 1200)).toBe(false);
+    expect(pushes.refusedFirst('device-b', 2300)).toBe(false);
+    expect(pushes.refusedFirst('device-c', 3000)).toBe(true);
+  });
+
   it('fingerprints distinct tokens apart (no collision among 200 000 APNs-like tokens)', () => {
     const seen = new Set<string>();
     for (let i = 0; i < 200_000; i++) {
