@@ -27,13 +27,20 @@ export interface SendResult {
 }
 
 /**
+ * The platforms whose device throttle is known by its reason alone (APNs `TooManyRequests` names no
+ * device; FCM's names the device's quota): only their pushes are recorded in FirstPushes, the evidence
+ * that such a throttle is the sender's.
+ */
+const DEVICE_SCOPE_ASSUMED: ReadonlySet<Platform> = new Set(['apns']);
+
+/**
  * Sends a partition's events to their providers: a bucket group's one window of tokens at a time, each
  * window rechecked against the done-marks first while the partition is fresh from a rejoin, and the
  * deliveries marked done as soon as their window is answered.
  */
 export class Sender {
   private readonly deps: SenderDeps;
-  /** The devices this process pushed to lately: who answers a first push with a device's throttle. */
+  /** The APNs devices this process pushed to lately: who answers a first push with a device's throttle. */
   private readonly firstPushes = new FirstPushes();
 
   constructor(deps: SenderDeps) {
@@ -173,9 +180,9 @@ export class Sender {
         const items = list.map((entry) => entry.item);
         // Recorded as the pushes go out; a retry copy's push is recorded but proves nothing (its
         // device's earlier pushes may have come from the process that owns its main partition).
-        const firstPushes = list.map(
-          ({ item, event }) => this.firstPushes.record(event.token) && !item.fromRetryTopic,
-        );
+        const firstPushes = DEVICE_SCOPE_ASSUMED.has(platform)
+          ? list.map(({ item, event }) => this.firstPushes.record(event.token) && !item.fromRetryTopic)
+          : undefined;
         const provider = this.deps.providers[platform];
         const outcomes = await this.deps.observer.send({ platform, requests, items }, () =>
           provider.send(requests),
@@ -186,7 +193,7 @@ export class Sender {
             outcome: this.scopedByFirstPushes(
               outcomes[i] ?? { kind: 'retry', reason: 'provider returned no outcome', throttled: false },
               entry.event.token,
-              firstPushes[i] === true,
+              firstPushes?.[i] === true,
             ),
           }),
         );

@@ -706,18 +706,19 @@ describe('BatchProcessor', () => {
       scope: 'device',
       deviceScopeAssumed: true,
     } as const;
+    const HOT_APNS_TOKEN = 'ab'.repeat(32);
 
     it("is the sender's when it answers two devices' first pushes: the fleet is blocked, the rest of the step not sent", async () => {
       const r = rig({ answer: () => assumed });
       r.source.tokens = 2;
       const { payload } = payloadOf(
         TOPIC,
-        [0, 1, 2, 3].map((i) => message(i, event(`e${i}`))),
+        [0, 1, 2, 3].map((i) => message(i, event(`e${i}`, 'apns'))),
       );
       await r.processor.eachBatch(payload);
       expect(r.source.blocks).toHaveLength(1);
       expect(r.pool.blockedUntilMs).toBeGreaterThan(Date.now());
-      expect(r.providers.fcm.sent).toEqual(['e0', 'e1']);
+      expect(r.providers.apns.sent).toEqual(['e0', 'e1']);
       // Refused for the sender, retried with a throttle counted, no attempt spent.
       expect(r.outcomes.records.slice(0, 2)).toMatchObject([
         { kind: 'retry', attempt: 1, throttles: 1 },
@@ -728,15 +729,19 @@ describe('BatchProcessor', () => {
     it("stays the device's when it answers one device's first push alone: another process may have spent that device's limit", async () => {
       const r = rig({
         answer: (request) =>
-          request.event.token === 'token-hot'
+          request.event.token === HOT_APNS_TOKEN
             ? assumed
             : { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 },
       });
-      const hot = (id: string) => ({ ...event(id), token: 'token-hot' });
+      const hot = (id: string) => ({ ...event(id, 'apns'), token: HOT_APNS_TOKEN });
       await r.processor.eachBatch(
-        payloadOf(TOPIC, [message(0, hot('h0')), message(1, event('o1')), message(2, event('o2'))]).payload,
+        payloadOf(TOPIC, [
+          message(0, hot('h0')),
+          message(1, event('o1', 'apns')),
+          message(2, event('o2', 'apns')),
+        ]).payload,
       );
-      expect(r.providers.fcm.sent).toEqual(['h0', 'o1', 'o2']);
+      expect(r.providers.apns.sent).toEqual(['h0', 'o1', 'o2']);
       expect(r.source.blocks).toEqual([]);
     });
 
@@ -748,12 +753,12 @@ describe('BatchProcessor', () => {
             ? { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 }
             : assumed,
       });
-      const hot = (id: string) => ({ ...event(id), token: 'token-hot' });
+      const hot = (id: string) => ({ ...event(id, 'apns'), token: HOT_APNS_TOKEN });
       await r.processor.eachBatch(payloadOf(TOPIC, [message(0, hot('h0'))]).payload);
       await r.processor.eachBatch(payloadOf(TOPIC, [message(1, hot('h1'))]).payload);
       // A retry copy's push proves nothing: the device's earlier pushes may have been another process's.
-      await r.processor.eachBatch(payloadOf(RETRY_TOPIC, [message(0, event('r0'))]).payload);
-      expect(r.providers.fcm.sent).toEqual(['h0', 'h1', 'r0']);
+      await r.processor.eachBatch(payloadOf(RETRY_TOPIC, [message(0, event('r0', 'apns'))]).payload);
+      expect(r.providers.apns.sent).toEqual(['h0', 'h1', 'r0']);
       expect(r.source.blocks).toEqual([]);
       expect(r.pool.blockedUntilMs).toBe(0);
     });
