@@ -50,7 +50,7 @@ export class Sender {
   /** Sends events whose bucket group has no limit (the limiter is disabled). */
   async sendUnmetered(state: PartitionState, entries: readonly Sendable[]): Promise<SendResult> {
     const { keep, skipped } = await this.recheck(state, entries);
-    return { answered: await this.send(state, keep), skipped, unsent: [] };
+    return { answered: await this.send(state, keep, floodedDevices(entries)), skipped, unsent: [] };
   }
 
   /**
@@ -87,6 +87,7 @@ export class Sender {
     const urgent = options.urgent ?? { count: 0, waitMs: 0 };
     const owned = options.owned ?? (() => true);
     const result: SendResult = { answered: [], skipped: [], unsent: [] };
+    const flooded = floodedDevices(group);
     let next = 0;
     while (next < group.length) {
       await options.beforeWindow?.();
@@ -109,7 +110,7 @@ export class Sender {
       try {
         const { keep, skipped } = await this.recheck(state, slice.slice(0, granted));
         result.skipped.push(...skipped);
-        answered = await this.send(state, keep);
+        answered = await this.send(state, keep, flooded);
       } finally {
         pool.release(granted);
       }
@@ -159,8 +160,15 @@ export class Sender {
     return { keep, skipped };
   }
 
-  /** One provider call per platform for the entries, all at once; deliveries are marked done at once. */
-  private async send(state: PartitionState, entries: readonly Sendable[]): Promise<Answered[]> {
+  /**
+   * One provider call per platform for the entries, all at once; deliveries are marked done at once.
+   * `flooded`: the devices with more than one event in the step (see floodedDevices).
+   */
+  private async send(
+    state: PartitionState,
+    entries: readonly Sendable[],
+    flooded: ReadonlySet<string>,
+  ): Promise<Answered[]> {
     const byPlatform = new Map<Platform, Sendable[]>();
     for (const entry of entries) {
       const list = byPlatform.get(entry.event.platform) ?? [];
@@ -178,10 +186,15 @@ export class Sender {
           };
         });
         const items = list.map((entry) => entry.item);
-        // Recorded as the pushes go out; a retry copy's push is recorded but proves nothing (its
-        // device's earlier pushes may have come from the process that owns its main partition).
+        // Recorded as the pushes go out. Proving nothing: a retry copy's push (its device's earlier
+        // pushes may have come from the process that owns its main partition), and a flooded device's
+        // (events not keyed by device flood it from every process, and the others may have spent its
+        // limit first).
         const firstPushes = DEVICE_SCOPE_ASSUMED.has(platform)
-          ? list.map(({ item, event }) => this.firstPushes.record(event.token) && !item.fromRetryTopic)
+          ? list.map(
+              ({ item, event }) =>
+                this.firstPushes.record(event.token) && !item.fromRetryTopic && !flooded.has(event.token),
+            )
           : undefined;
         const provider = this.deps.providers[platform];
         const outcomes = await this.deps.observer.send({ platform, requests, items }, () =>
@@ -228,6 +241,22 @@ export class Sender {
       return outcome;
     return this.firstPushes.refusedFirst(token, Date.now()) ? { ...outcome, scope: 'fleet' } : outcome;
   }
+}
+
+/**
+ * The devices (of the platforms in DEVICE_SCOPE_ASSUMED) with more than one of a step's entries: a
+ * device flooded with events. Its first push here is no evidence of a sender-wide throttle: when the
+ * producer did not key events by device, every process pushes to it at once.
+ */
+function floodedDevices(entries: readonly Sendable[]): ReadonlySet<string> {
+  const seen = new Set<string>();
+  const flooded = new Set<string>();
+  for (const { event } of entries) {
+    if (!DEVICE_SCOPE_ASSUMED.has(event.platform)) continue;
+    if (seen.has(event.token)) flooded.add(event.token);
+    else seen.add(event.token);
+  }
+  return flooded;
 }
 
 /**

@@ -745,6 +745,29 @@ describe('BatchProcessor', () => {
       expect(r.source.blocks).toEqual([]);
     });
 
+    it("stays the device's when the devices are flooded (more than one event each in the step): other processes may have spent their limits", async () => {
+      const hotTokens = ['ab'.repeat(32), 'cd'.repeat(32)];
+      const r = rig({
+        answer: (request) =>
+          hotTokens.includes(request.event.token)
+            ? assumed
+            : { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 },
+      });
+      const hot = (id: string, device: number) => ({ ...event(id, 'apns'), token: hotTokens[device] });
+      await r.processor.eachBatch(
+        payloadOf(TOPIC, [
+          message(0, hot('a0', 0)),
+          message(1, hot('b0', 1)),
+          message(2, event('o2', 'apns')),
+          message(3, hot('a1', 0)),
+          message(4, hot('b1', 1)),
+        ]).payload,
+      );
+      expect(r.providers.apns.sent).toEqual(['a0', 'b0', 'o2', 'a1', 'b1']);
+      expect(r.source.blocks).toEqual([]);
+      expect(r.pool.blockedUntilMs).toBe(0);
+    });
+
     it("stays the device's when the device had a push lately, or when the push is a retry copy's", async () => {
       let calls = 0;
       const r = rig({
