@@ -5,9 +5,10 @@ import { type Fingerprint, RecentKeys } from './recent-keys.ts';
  * throttle documented as one device's (APNs `TooManyRequests`) is the sender's after all. A device's
  * own limit counts the pushes made to that device, so it cannot refuse the first one after a quiet
  * spell; an endpoint that throttles the sender as a whole, with the same answer, refuses first pushes
- * as readily as any. One device's first push refused is not enough: events a producer did not key by
- * device reach several processes, and another may have spent that device's limit. Two devices' first
- * pushes refused within a second are (see {@link FirstPushes.refusedFirst}).
+ * as readily as any. One device's first push refused is not enough, nor are two: events a producer
+ * did not key by device reach every process, and the others may have spent a device's limit (two
+ * devices flooded at once, each held to a push at a time, do that in one process after another). Three
+ * devices' first pushes refused within a second are (see {@link FirstPushes.refusedFirst}).
  *
  * "Lately" is among the last `capacity / 2` to `capacity` devices pushed to (two generations of half of
  * it, see RecentKeys): one to two minutes of distinct devices at 800 pushes a second, 5 to 10 s at
@@ -16,8 +17,8 @@ import { type Fingerprint, RecentKeys } from './recent-keys.ts';
  */
 export class FirstPushes {
   private readonly recent: RecentKeys;
-  /** The latest first push refused with a device's throttle: its device and when (epoch ms). */
-  private lastRefused: { fingerprint: Fingerprint; atMs: number } | undefined;
+  /** The latest first pushes refused with a device's throttle, of distinct devices, oldest first. */
+  private refused: Array<{ fingerprint: Fingerprint; atMs: number }> = [];
 
   constructor(capacity = 100_000) {
     this.recent = new RecentKeys(capacity);
@@ -33,22 +34,25 @@ export class FirstPushes {
   }
 
   /**
-   * A first push to `token` was refused with a device's throttle at `nowMs`: true when a first push to
-   * another device was refused so within the second before, which no device's own limit explains.
+   * A first push to `token` was refused with a device's throttle at `nowMs`: true when first pushes to
+   * two other devices were refused so within the second before, which no device's own limit explains.
    */
   refusedFirst(token: string, nowMs: number): boolean {
     const fingerprint = fingerprintOf(token);
-    const last = this.lastRefused;
-    this.lastRefused = { fingerprint, atMs: nowMs };
-    return (
-      last !== undefined &&
-      nowMs - last.atMs <= REFUSALS_WITHIN_MS &&
-      (last.fingerprint.high !== fingerprint.high || last.fingerprint.low !== fingerprint.low)
+    const others = this.refused.filter(
+      (entry) =>
+        nowMs - entry.atMs <= REFUSALS_WITHIN_MS &&
+        (entry.fingerprint.high !== fingerprint.high || entry.fingerprint.low !== fingerprint.low),
     );
+    this.refused = [...others, { fingerprint, atMs: nowMs }].slice(1 - REFUSED_DEVICES);
+    return others.length + 1 >= REFUSED_DEVICES;
   }
 }
 
-/** How close together two devices' refused first pushes must be to tell the sender's throttle. */
+/** How many devices' first pushes refused within REFUSALS_WITHIN_MS tell the sender's throttle. */
+const REFUSED_DEVICES = 3;
+
+/** How close together the devices' refused first pushes must be to tell the sender's throttle. */
 const REFUSALS_WITHIN_MS = 1000;
 
 /**

@@ -232,7 +232,7 @@ export class Sender {
 
   /**
    * A throttle read as one device's only from its reason's documentation (APNs `TooManyRequests`) is
-   * the sender's when it refuses first pushes lately of two devices within a second: no device's own
+   * the sender's when it refuses first pushes lately of three devices within a second: no device's own
    * limit refuses a device's first push, unless another process spent it (see FirstPushes). It then
    * blocks the fleet like any project-wide 429.
    */

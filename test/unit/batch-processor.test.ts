@@ -708,9 +708,9 @@ describe('BatchProcessor', () => {
     } as const;
     const HOT_APNS_TOKEN = 'ab'.repeat(32);
 
-    it("is the sender's when it answers two devices' first pushes: the fleet is blocked, the rest of the step not sent", async () => {
+    it("is the sender's when it answers three devices' first pushes: the fleet is blocked, the rest of the step not sent", async () => {
       const r = rig({ answer: () => assumed });
-      r.source.tokens = 2;
+      r.source.tokens = 3;
       const { payload } = payloadOf(
         TOPIC,
         [0, 1, 2, 3].map((i) => message(i, event(`e${i}`, 'apns'))),
@@ -718,12 +718,24 @@ describe('BatchProcessor', () => {
       await r.processor.eachBatch(payload);
       expect(r.source.blocks).toHaveLength(1);
       expect(r.pool.blockedUntilMs).toBeGreaterThan(Date.now());
-      expect(r.providers.apns.sent).toEqual(['e0', 'e1']);
+      expect(r.providers.apns.sent).toEqual(['e0', 'e1', 'e2']);
       // Refused for the sender, retried with a throttle counted, no attempt spent.
-      expect(r.outcomes.records.slice(0, 2)).toMatchObject([
+      expect(r.outcomes.records.slice(0, 3)).toMatchObject([
+        { kind: 'retry', attempt: 1, throttles: 1 },
         { kind: 'retry', attempt: 1, throttles: 1 },
         { kind: 'retry', attempt: 1, throttles: 1 },
       ]);
+    });
+
+    it("stays the device's when it answers two devices' first pushes alone: two devices flooded from every process can each be refused once", async () => {
+      const r = rig({ answer: () => assumed });
+      r.source.tokens = 2;
+      await r.processor.eachBatch(
+        payloadOf(TOPIC, [message(0, event('e0', 'apns')), message(1, event('e1', 'apns'))]).payload,
+      );
+      expect(r.providers.apns.sent).toEqual(['e0', 'e1']);
+      expect(r.source.blocks).toEqual([]);
+      expect(r.pool.blockedUntilMs).toBe(0);
     });
 
     it("stays the device's when it answers one device's first push alone: another process may have spent that device's limit", async () => {
@@ -746,7 +758,7 @@ describe('BatchProcessor', () => {
     });
 
     it("stays the device's when the devices are flooded (more than one event each in the step): other processes may have spent their limits", async () => {
-      const hotTokens = ['ab'.repeat(32), 'cd'.repeat(32)];
+      const hotTokens = ['ab'.repeat(32), 'cd'.repeat(32), 'ef'.repeat(32)];
       const r = rig({
         answer: (request) =>
           hotTokens.includes(request.event.token)
@@ -758,30 +770,36 @@ describe('BatchProcessor', () => {
         payloadOf(TOPIC, [
           message(0, hot('a0', 0)),
           message(1, hot('b0', 1)),
-          message(2, event('o2', 'apns')),
-          message(3, hot('a1', 0)),
-          message(4, hot('b1', 1)),
+          message(2, hot('c0', 2)),
+          message(3, event('o3', 'apns')),
+          message(4, hot('a1', 0)),
+          message(5, hot('b1', 1)),
+          message(6, hot('c1', 2)),
         ]).payload,
       );
-      expect(r.providers.apns.sent).toEqual(['a0', 'b0', 'o2', 'a1', 'b1']);
+      expect(r.providers.apns.sent).toEqual(['a0', 'b0', 'c0', 'o3', 'a1', 'b1', 'c1']);
       expect(r.source.blocks).toEqual([]);
       expect(r.pool.blockedUntilMs).toBe(0);
     });
 
     it("stays the device's when the device had a push lately, or when the push is a retry copy's", async () => {
-      let calls = 0;
       const r = rig({
         answer: (request) =>
-          request.event.id === 'h0' || (request.event.id === 'o1' && calls++ === 0)
+          request.event.id === 'h0'
             ? { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 }
             : assumed,
       });
       const hot = (id: string) => ({ ...event(id, 'apns'), token: HOT_APNS_TOKEN });
-      await r.processor.eachBatch(payloadOf(TOPIC, [message(0, hot('h0'))]).payload);
-      await r.processor.eachBatch(payloadOf(TOPIC, [message(1, hot('h1'))]).payload);
+      const batch = (topic: string, offset: number, value: NotificationEventInput) =>
+        r.processor.eachBatch(payloadOf(topic, [message(offset, value)]).payload);
+      await batch(TOPIC, 0, hot('h0'));
+      // Two first pushes refused (f1, f2) between two that prove nothing: a third would block the fleet.
+      await batch(TOPIC, 1, event('f1', 'apns'));
+      await batch(TOPIC, 2, hot('h1'));
       // A retry copy's push proves nothing: the device's earlier pushes may have been another process's.
-      await r.processor.eachBatch(payloadOf(RETRY_TOPIC, [message(0, event('r0', 'apns'))]).payload);
-      expect(r.providers.apns.sent).toEqual(['h0', 'h1', 'r0']);
+      await batch(RETRY_TOPIC, 0, event('r0', 'apns'));
+      await batch(TOPIC, 3, event('f2', 'apns'));
+      expect(r.providers.apns.sent).toEqual(['h0', 'f1', 'h1', 'r0', 'f2']);
       expect(r.source.blocks).toEqual([]);
       expect(r.pool.blockedUntilMs).toBe(0);
     });

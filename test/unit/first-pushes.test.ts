@@ -22,12 +22,18 @@ describe('FirstPushes', () => {
     expect(pushes.record('busy')).toBe(false);
   });
 
-  it("tells the sender's throttle from two devices' first pushes refused within a second, not one device's twice", () => {
+  it("tells the sender's throttle from three devices' first pushes refused within a second, not two, nor one device's again", () => {
     const pushes = new FirstPushes(100);
     expect(pushes.refusedFirst('device-a', 1000)).toBe(false);
     expect(pushes.refusedFirst('device-a', 1200)).toBe(false);
-    expect(pushes.refusedFirst('device-b', 2300)).toBe(false);
-    expect(pushes.refusedFirst('device-c', 3000)).toBe(true);
+    expect(pushes.refusedFirst('device-b', 1300)).toBe(false);
+    expect(pushes.refusedFirst('device-b', 1400)).toBe(false);
+    // device-a's refusal at 1200 is more than a second old: two devices within the second.
+    expect(pushes.refusedFirst('device-c', 2300)).toBe(false);
+    // device-b (1400), device-c and device-d within the second.
+    expect(pushes.refusedFirst('device-d', 2350)).toBe(true);
+    expect(pushes.refusedFirst('device-e', 2600)).toBe(true);
+    expect(pushes.refusedFirst('device-f', 3500)).toBe(false);
   });
 
   it('fingerprints distinct tokens apart (no collision among 200 000 APNs-like tokens)', () => {
