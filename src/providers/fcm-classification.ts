@@ -277,20 +277,22 @@ const DEVICE_RATE_CODES = new Set(['DEVICE_MESSAGE_RATE_EXCEEDED', 'DeviceMessag
 
 /**
  * Whether a text speaks of one device: the word `device` (FCM's ErrorCode reference calls that cause
- * "Device message rate exceeded"; a project's quota is worded in terms of the project and its requests).
- * Only read for a throttle: `quotaScope` decides nothing else.
+ * "Device message rate exceeded"), or what FCM's API calls a device, its registration token, or a
+ * message's recipient; a project's quota is worded in terms of the project and its requests. Only read
+ * for a throttle: `quotaScope` decides nothing else.
  */
 function speaksOfADevice(text: string): boolean {
-  return /\bdevice\b/i.test(text);
+  return /\b(device|registration[ _-]?token|recipient)\b/i.test(text);
 }
 
 /**
  * Whether a quota's identifier names a device: `DeviceMessagesPerMinute`, `…/device_message_rate`,
- * `perDevice` (camel case and separators split into words first).
+ * `perDevice`, `MessagesPerRegistrationToken`, `per_recipient` (camel case and separators split into
+ * words first).
  */
 function identifierNamesADevice(identifier: string): boolean {
   const words = identifier.replace(/([a-z0-9])([A-Z])/g, '$1 $2').replace(/[^A-Za-z0-9]+/g, ' ');
-  return /\bdevices?\b/i.test(words);
+  return /\b(devices?|registration tokens?|recipients?)\b/i.test(words);
 }
 
 /**

@@ -378,6 +378,8 @@ describe('FCM classification', () => {
     expect(answer([quota({ quotaDimensions: { device: 'abc' } })])).toBe('device');
     expect(answer([info({ quota_limit: 'DeviceMessagesPerMinute' })])).toBe('device');
     expect(answer([info({ quota_metric: 'fcm.googleapis.com/devices_messages' })])).toBe('device');
+    expect(answer([quota({ quotaId: 'MessagesPerMinutePerRegistrationToken' })])).toBe('device');
+    expect(answer([info({ quota_limit: 'messages_per_recipient' })])).toBe('device');
     // The project's quota, in the same places: the fleet's.
     expect(answer([quota({ quota_metric: 'fcm.googleapis.com/fcm_send_requests' })])).toBeUndefined();
     expect(answer([quota({ quotaId: 'SendRequestsPerMinutePerProject' })])).toBeUndefined();
@@ -450,6 +452,9 @@ describe('FCM classification', () => {
       scope: 'device',
     });
     expect(answer('Too many messages sent to this device.').quotaScope).toBe('device');
+    // What FCM's API calls a device: its registration token, a message's recipient.
+    expect(answer('Message rate exceeded for this registration token.').quotaScope).toBe('device');
+    expect(answer('Too many messages to one recipient.').quotaScope).toBe('device');
     const legacy = answer('Rate exceeded.', 'DEVICE_MESSAGE_RATE_EXCEEDED');
     expect(classifyFcmFailure(legacy, NOW)).toMatchObject({
       kind: 'retry',
