@@ -8,7 +8,7 @@ import { type ApiKeys, credentialFieldLines } from './api-keys.ts';
 import { boundedFastify, type ConnectionLimits } from './bounded-server.ts';
 import type { TenantLimit } from './config.ts';
 import { prepareBody } from './events.ts';
-import { acceptUtf8Json, BODY_ERRORS } from './json-body.ts';
+import { acceptUtf8Json, BODY_ERRORS, refusalBeforeBody } from './json-body.ts';
 import { KafkaUnavailableError } from './kafka-unavailable.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { endRequestTrace, startPublishTrace, startRequestTrace } from './tracing.ts';
@@ -75,6 +75,7 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
   // request's admission unit are checked (Node would say "continue" to everyone at once): a refused
   // caller's body never crosses the network.
   app.server.on('checkContinue', (request, response) => app.server.emit('request', request, response));
+  const bodyRefusals = bodyRefusalAnswers(options.maxBodyBytes);
   const tenants = new WeakMap<FastifyRequest, string>();
   const started = new WeakMap<FastifyRequest, bigint>();
 
@@ -179,105 +180,36 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
         ...BEFORE_BODY,
       });
     }
-    if (request.headers.expect?.toLowerCase() === '100-continue') reply.raw.writeContinue();
+    if (request.headers.expect?.toLowerCase() === '100-continue') {
+      // What the header fields already refuse is answered now, so that body is never sent either.
+      const refusal = bodyRefusals[refusalBeforeBody(request, options.maxBodyBytes) ?? ''];
+      if (refusal) {
+        return answer(request, reply, refusal.status, refusal.body, {
+          ...rateLimitHeaders(admitted),
+          ...refusal.headers,
+          ...BEFORE_BODY,
+        });
+      }
+      reply.raw.writeContinue();
+    }
   });
 
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
     const headers = await currentLimitHeaders(tenants.get(request));
-    switch (error.code) {
-      case 'FST_ERR_CTP_BODY_TOO_LARGE':
-        return answer(
-          request,
-          reply,
-          413,
-          {
-            error: 'body-too-large',
-            message: `the body is larger than ${options.maxBodyBytes} bytes; send fewer events per request`,
-          },
-          headers,
-        );
-      case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-        return answer(
-          request,
-          reply,
-          415,
-          {
-            error: 'unsupported-media-type',
-            message: 'the body must be application/json',
-          },
-          headers,
-        );
-      case BODY_ERRORS.unsupportedCharset:
-        return answer(
-          request,
-          reply,
-          415,
-          {
-            error: 'unsupported-media-type',
-            message: 'the body must be application/json in UTF-8: no charset parameter, or charset=utf-8',
-          },
-          headers,
-        );
-      case BODY_ERRORS.unsupportedEncoding:
-        return answer(
-          request,
-          reply,
-          415,
-          {
-            error: 'unsupported-content-encoding',
-            message: 'the body must not be compressed: send it without Content-Encoding',
-          },
-          { ...headers, 'accept-encoding': 'identity' },
-        );
-      case BODY_ERRORS.notUtf8:
-        return answer(
-          request,
-          reply,
-          400,
-          {
-            error: 'invalid-json',
-            message: 'the body is not valid UTF-8 (JSON between systems is UTF-8, RFC 8259)',
-          },
-          headers,
-        );
-      case BODY_ERRORS.forbiddenKey:
-        return answer(
-          request,
-          reply,
-          400,
-          {
-            error: 'invalid-body',
-            message:
-              'the body holds a "__proto__" key or a "constructor" key with "prototype" in it; neither is accepted',
-          },
-          headers,
-        );
-      case 'FST_ERR_CTP_INVALID_JSON_BODY':
-        return answer(
-          request,
-          reply,
-          400,
-          { error: 'invalid-json', message: 'the body is not valid JSON (UTF-8 text, RFC 8259)' },
-          headers,
-        );
-      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-        return answer(request, reply, 400, { error: 'invalid-body', message: 'the body is empty' }, headers);
-      default:
-        if (error.statusCode === 400 || error instanceof SyntaxError) {
-          return answer(
-            request,
-            reply,
-            400,
-            {
-              error: 'invalid-json',
-              message: `the body is not valid JSON: ${jsonErrorWithoutInput(error)}`,
-            },
-            headers,
-          );
-        }
-        logger.error({ err: { name: error.name, message: error.message } }, 'gateway request failed');
-        return answer(request, reply, 500, { error: 'internal', message: 'internal error' }, headers);
+    const refusal = bodyRefusals[error.code];
+    if (refusal)
+      return answer(request, reply, refusal.status, refusal.body, { ...headers, ...refusal.headers });
+    if (error.statusCode === 400 || error instanceof SyntaxError) {
+      return answer(
+        request,
+        reply,
+        400,
+        { error: 'invalid-json', message: `the body is not valid JSON: ${jsonErrorWithoutInput(error)}` },
+        headers,
+      );
     }
+    logger.error({ err: { name: error.name, message: error.message } }, 'gateway request failed');
+    return answer(request, reply, 500, { error: 'internal', message: 'internal error' }, headers);
   });
 
   // In the API's own error shape, not fastify's; the ingest path names the one method it takes. A POST
@@ -431,5 +363,67 @@ function throttledBody(tenant: string, limit: TenantLimit, retryAfterSeconds: nu
   return {
     error: 'throttled',
     message: `tenant "${tenant}" is above its limit of ${limit.rate} events/s (burst ${limit.burst}); retry after ${retryAfterSeconds} s`,
+  };
+}
+
+/** A refusal of a request's body: its status, its answer and any field the answer adds. */
+interface BodyRefusal {
+  status: 400 | 413 | 415;
+  body: ErrorBody;
+  headers?: Record<string, string>;
+}
+
+/** The answer to each error reading a body may end in, by the error's code. */
+function bodyRefusalAnswers(maxBodyBytes: number): Record<string, BodyRefusal> {
+  return {
+    FST_ERR_CTP_BODY_TOO_LARGE: {
+      status: 413,
+      body: {
+        error: 'body-too-large',
+        message: `the body is larger than ${maxBodyBytes} bytes; send fewer events per request`,
+      },
+    },
+    FST_ERR_CTP_INVALID_MEDIA_TYPE: {
+      status: 415,
+      body: { error: 'unsupported-media-type', message: 'the body must be application/json' },
+    },
+    [BODY_ERRORS.unsupportedCharset]: {
+      status: 415,
+      body: {
+        error: 'unsupported-media-type',
+        message: 'the body must be application/json in UTF-8: no charset parameter, or charset=utf-8',
+      },
+    },
+    [BODY_ERRORS.unsupportedEncoding]: {
+      status: 415,
+      body: {
+        error: 'unsupported-content-encoding',
+        message: 'the body must not be compressed: send it without Content-Encoding',
+      },
+      headers: { 'accept-encoding': 'identity' },
+    },
+    [BODY_ERRORS.notUtf8]: {
+      status: 400,
+      body: {
+        error: 'invalid-json',
+        message: 'the body is not valid UTF-8 (JSON between systems is UTF-8, RFC 8259)',
+      },
+    },
+    [BODY_ERRORS.forbiddenKey]: {
+      status: 400,
+      body: {
+        error: 'invalid-body',
+        message:
+          'the body holds a "__proto__" key or a "constructor" key with "prototype" in it; neither is accepted',
+      },
+    },
+    FST_ERR_CTP_INVALID_JSON_BODY: {
+      status: 400,
+      body: { error: 'invalid-json', message: 'the body is not valid JSON (UTF-8 text, RFC 8259)' },
+    },
+    FST_ERR_CTP_EMPTY_JSON_BODY: {
+      status: 400,
+      body: { error: 'invalid-body', message: 'the body is empty' },
+    },
   };
 }

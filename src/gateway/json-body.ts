@@ -53,6 +53,27 @@ export function acceptUtf8Json(app: FastifyInstance): void {
   });
 }
 
+/**
+ * The code of the error that reading the body would end in, as far as the request's header fields tell
+ * it before a byte of the body is read: a declared `Content-Length` above `maxBodyBytes`
+ * (`FST_ERR_CTP_BODY_TOO_LARGE`, as fastify gives it), a media type other than JSON
+ * (`FST_ERR_CTP_INVALID_MEDIA_TYPE`), a charset or a content coding the parser refuses. For a caller
+ * that waits for `100 Continue` before it sends its body.
+ */
+export function refusalBeforeBody(request: FastifyRequest, maxBodyBytes: number): string | undefined {
+  const length = Number(request.headers['content-length']);
+  if (Number.isFinite(length) && length > maxBodyBytes) return 'FST_ERR_CTP_BODY_TOO_LARGE';
+  const contentType = request.headers['content-type'];
+  if (contentType !== undefined && mediaTypeOf(contentType) !== 'application/json')
+    return 'FST_ERR_CTP_INVALID_MEDIA_TYPE';
+  return (encodingRefusal(request) as { code?: string } | undefined)?.code;
+}
+
+/** The lower-case `type/subtype` of a Content-Type field value (RFC 9110 §8.3.1), without parameters. */
+function mediaTypeOf(contentType: string): string {
+  return (contentType.split(';', 1)[0] ?? '').trim().toLowerCase();
+}
+
 /** Why the body cannot be read as it is declared, if it cannot. */
 function encodingRefusal(request: FastifyRequest): Error | undefined {
   const encoding = request.headers['content-encoding']?.trim().toLowerCase();

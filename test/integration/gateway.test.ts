@@ -16,6 +16,7 @@ const ACME = 'key-acme-0123456789';
 const GLOBEX = 'key-globex-0123456789';
 // Held to acme's limits but used by one check only, so its bucket is full when that check runs.
 const INITECH = 'key-initech-0123456789';
+const MAX_BODY_BYTES = 64 * 1024;
 
 describe('gateway on real Kafka and Redis', () => {
   let gw: TestGateway;
@@ -32,7 +33,7 @@ describe('gateway on real Kafka and Redis', () => {
           initech: { rate: 10, burst: 20 },
         }),
         AQUEDUCT_GATEWAY_MAX_BATCH: '50',
-        AQUEDUCT_GATEWAY_MAX_BODY_BYTES: String(64 * 1024),
+        AQUEDUCT_GATEWAY_MAX_BODY_BYTES: String(MAX_BODY_BYTES),
       },
     });
   });
@@ -452,6 +453,40 @@ describe('gateway on real Kafka and Redis', () => {
       socket.write(event);
       const answers = await readUntil(/"ids":\["continued-1"\]/);
       expect(answers.slice('HTTP/1.1 100 Continue\r\n\r\n'.length)).toMatch(/^HTTP\/1\.1 202 /);
+    } finally {
+      socket.destroy();
+    }
+  });
+
+  it('refuses before 100 Continue a body its header fields already refuse: too large, not JSON, another charset, compressed', async () => {
+    const head = (fields: string) =>
+      `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${GLOBEX}\r\n${fields}Expect: 100-continue\r\n\r\n`;
+    const json = 'Content-Type: application/json\r\n';
+    const cases: Array<[string, number, string]> = [
+      [`${json}Content-Length: ${MAX_BODY_BYTES + 1}\r\n`, 413, 'body-too-large'],
+      ['Content-Type: text/plain\r\nContent-Length: 2\r\n', 415, 'unsupported-media-type'],
+      [
+        'Content-Type: application/json; charset=latin1\r\nContent-Length: 2\r\n',
+        415,
+        'unsupported-media-type',
+      ],
+      [`${json}Content-Encoding: gzip\r\nContent-Length: 22\r\n`, 415, 'unsupported-content-encoding'],
+    ];
+    for (const [fields, status, error] of cases) {
+      const answer = await sendRaw(gw.gateway.port, head(fields));
+      expect(answer, fields).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+      expect(answer, fields).not.toContain('100 Continue');
+      expect(answer, fields).toContain(`"error":"${error}"`);
+    }
+    // The same fields with a body the limit takes are told to go on.
+    const socket = connect(gw.gateway.port, '127.0.0.1');
+    try {
+      let received = '';
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.toString('utf8');
+      });
+      socket.write(head(`${json}Content-Length: ${MAX_BODY_BYTES}\r\n`));
+      await vi.waitFor(() => expect(received).toBe('HTTP/1.1 100 Continue\r\n\r\n'), { timeout: 10_000 });
     } finally {
       socket.destroy();
     }
