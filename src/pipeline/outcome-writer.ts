@@ -1,6 +1,7 @@
 import type { IHeaders, KafkaMessage, Message, Producer, TopicMessages } from 'kafkajs';
 import type { Topics } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
+import type { messageKey } from '../events/message-key.ts';
 import { envelopeBytes, HEADER } from '../kafka/headers.ts';
 import { parkedPartition } from './parking-lanes.ts';
 
@@ -19,6 +20,13 @@ export type OutcomeRecord =
   | {
       kind: 'retry';
       message: KafkaMessage;
+      /**
+       * The copy's key: the message's own, or for a message without one (Kafka's console producer
+       * sends none by default) the device's {@link messageKey}. One device's retries and held-back
+       * events then share a retry partition, so one process reads them back and paces that device,
+       * instead of every process pushing to it at a pace of its own.
+       */
+      key: Buffer | string | null;
       origin: Origin;
       attempt: number;
       /** Provider throttles met so far (written only when some). */
@@ -131,7 +139,7 @@ export class OutcomeWriter {
         return [
           this.topics.retry,
           {
-            key: record.message.key,
+            key: record.key,
             value: record.message.value,
             headers: {
               ...origin,

@@ -1,5 +1,6 @@
 import { DECODE_FAILURE_KINDS, type DecodeResult } from '../events/decode.ts';
 import type { Platform } from '../events/event.ts';
+import { messageKey } from '../events/message-key.ts';
 import { MAX_TIMER_MS } from '../timer-delay.ts';
 import type { FinalMark } from './done-store.ts';
 import type { Answered, Item } from './item.ts';
@@ -179,6 +180,7 @@ function retryCopy(
   return {
     kind: 'retry',
     message: item.message,
+    key: item.message.key ?? (item.decoded.ok ? messageKey(item.decoded.event) : null),
     origin,
     attempt: counts.attempt ?? item.attempt,
     throttles: counts.throttles ?? item.throttles,

@@ -1,20 +1,14 @@
-import { createHash } from 'node:crypto';
 import type { IHeaders, Kafka, Message, Producer } from 'kafkajs';
 import { describeIssues } from '../events/decode.ts';
-import { type NotificationEventInput, notificationEventSchema } from '../events/event.ts';
+import { notificationEventSchema } from '../events/event.ts';
+import { messageKey } from '../events/message-key.ts';
 import { createProducer } from '../kafka/client.ts';
 import { jsonErrorWithoutInput } from '../redact.ts';
 import { PublishTracing } from '../telemetry/producer-tracing.ts';
 import { isTracingEnabled } from '../telemetry/tracing.ts';
 
-/**
- * The message key of an event: a hash of its platform and device token. All notifications for one
- * device land in one partition, so they are delivered in the order they were published, while devices
- * spread evenly over partitions; the token itself is not repeated in the key.
- */
-export function messageKey(event: Pick<NotificationEventInput, 'platform' | 'token'>): string {
-  return createHash('sha256').update(`${event.platform}\0${event.token}`).digest('base64url').slice(0, 22);
-}
+/** Re-exported for the callers that publish: the key every Aqueduct producer gives an event. */
+export { messageKey };
 
 /** A line or object that could not be published. */
 export class InvalidEventError extends Error {

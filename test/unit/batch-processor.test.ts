@@ -1,6 +1,7 @@
 import { type Batch, type EachBatchPayload, KafkaJSError, type KafkaMessage } from 'kafkajs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { NotificationEventInput, Platform } from '../../src/events/event.ts';
+import { messageKey } from '../../src/events/message-key.ts';
 import { HEADER } from '../../src/kafka/headers.ts';
 import { type PoolBucket, TokenPool, type TokenSource } from '../../src/limiter/token-pool.ts';
 import {
@@ -514,6 +515,18 @@ describe('BatchProcessor', () => {
     batch.payload.isRunning = () => running;
     await r.processor.eachBatch(batch.payload);
     expect(r.providers.fcm.sent).toHaveLength(16);
+  });
+
+  it("keys a retry copy by the device when the message has no key, and keeps a message's own key", async () => {
+    const r = rig({
+      answer: () => ({ kind: 'retry', reason: 'unavailable', httpStatus: 503, throttled: false }),
+    });
+    const keyed = { ...message(1, event('e1')), key: Buffer.from('producer-key') };
+    const { payload } = payloadOf(TOPIC, [message(0, event('e0')), keyed]);
+    await r.processor.eachBatch(payload);
+
+    const keys = r.outcomes.records.map((record) => (record.kind === 'retry' ? record.key : undefined));
+    expect(keys).toEqual([messageKey(event('e0')), Buffer.from('producer-key')]);
   });
 
   it('writes a transient failure to the retry topic with the next attempt and a not-before', async () => {

@@ -60,6 +60,7 @@ describe('outcome writer', () => {
     const retry = (throttles: number): OutcomeRecord => ({
       kind: 'retry',
       message,
+      key: message.key,
       origin,
       attempt: 2,
       throttles,
