@@ -182,7 +182,8 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
     }
     if (request.headers.expect?.toLowerCase() === '100-continue') {
       // What the header fields already refuse is answered now, so that body is never sent either.
-      const refusal = bodyRefusals[refusalBeforeBody(request, options.maxBodyBytes) ?? ''];
+      const code = refusalBeforeBody(request, options.maxBodyBytes);
+      const refusal = code === undefined ? undefined : bodyRefusals.get(code);
       if (refusal) {
         return answer(request, reply, refusal.status, refusal.body, {
           ...rateLimitHeaders(admitted),
@@ -196,7 +197,7 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
 
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
     const headers = await currentLimitHeaders(tenants.get(request));
-    const refusal = bodyRefusals[error.code];
+    const refusal = bodyRefusals.get(error.code);
     if (refusal)
       return answer(request, reply, refusal.status, refusal.body, { ...headers, ...refusal.headers });
     if (error.statusCode === 400 || error instanceof SyntaxError) {
@@ -374,56 +375,58 @@ interface BodyRefusal {
 }
 
 /** The answer to each error reading a body may end in, by the error's code. */
-function bodyRefusalAnswers(maxBodyBytes: number): Record<string, BodyRefusal> {
-  return {
-    FST_ERR_CTP_BODY_TOO_LARGE: {
-      status: 413,
-      body: {
-        error: 'body-too-large',
-        message: `the body is larger than ${maxBodyBytes} bytes; send fewer events per request`,
+function bodyRefusalAnswers(maxBodyBytes: number): Map<string, BodyRefusal> {
+  return new Map(
+    Object.entries({
+      FST_ERR_CTP_BODY_TOO_LARGE: {
+        status: 413,
+        body: {
+          error: 'body-too-large',
+          message: `the body is larger than ${maxBodyBytes} bytes; send fewer events per request`,
+        },
       },
-    },
-    FST_ERR_CTP_INVALID_MEDIA_TYPE: {
-      status: 415,
-      body: { error: 'unsupported-media-type', message: 'the body must be application/json' },
-    },
-    [BODY_ERRORS.unsupportedCharset]: {
-      status: 415,
-      body: {
-        error: 'unsupported-media-type',
-        message: 'the body must be application/json in UTF-8: no charset parameter, or charset=utf-8',
+      FST_ERR_CTP_INVALID_MEDIA_TYPE: {
+        status: 415,
+        body: { error: 'unsupported-media-type', message: 'the body must be application/json' },
       },
-    },
-    [BODY_ERRORS.unsupportedEncoding]: {
-      status: 415,
-      body: {
-        error: 'unsupported-content-encoding',
-        message: 'the body must not be compressed: send it without Content-Encoding',
+      [BODY_ERRORS.unsupportedCharset]: {
+        status: 415,
+        body: {
+          error: 'unsupported-media-type',
+          message: 'the body must be application/json in UTF-8: no charset parameter, or charset=utf-8',
+        },
       },
-      headers: { 'accept-encoding': 'identity' },
-    },
-    [BODY_ERRORS.notUtf8]: {
-      status: 400,
-      body: {
-        error: 'invalid-json',
-        message: 'the body is not valid UTF-8 (JSON between systems is UTF-8, RFC 8259)',
+      [BODY_ERRORS.unsupportedEncoding]: {
+        status: 415,
+        body: {
+          error: 'unsupported-content-encoding',
+          message: 'the body must not be compressed: send it without Content-Encoding',
+        },
+        headers: { 'accept-encoding': 'identity' },
       },
-    },
-    [BODY_ERRORS.forbiddenKey]: {
-      status: 400,
-      body: {
-        error: 'invalid-body',
-        message:
-          'the body holds a "__proto__" key or a "constructor" key with "prototype" in it; neither is accepted',
+      [BODY_ERRORS.notUtf8]: {
+        status: 400,
+        body: {
+          error: 'invalid-json',
+          message: 'the body is not valid UTF-8 (JSON between systems is UTF-8, RFC 8259)',
+        },
       },
-    },
-    FST_ERR_CTP_INVALID_JSON_BODY: {
-      status: 400,
-      body: { error: 'invalid-json', message: 'the body is not valid JSON (UTF-8 text, RFC 8259)' },
-    },
-    FST_ERR_CTP_EMPTY_JSON_BODY: {
-      status: 400,
-      body: { error: 'invalid-body', message: 'the body is empty' },
-    },
-  };
+      [BODY_ERRORS.forbiddenKey]: {
+        status: 400,
+        body: {
+          error: 'invalid-body',
+          message:
+            'the body holds a "__proto__" key or a "constructor" key with "prototype" in it; neither is accepted',
+        },
+      },
+      FST_ERR_CTP_INVALID_JSON_BODY: {
+        status: 400,
+        body: { error: 'invalid-json', message: 'the body is not valid JSON (UTF-8 text, RFC 8259)' },
+      },
+      FST_ERR_CTP_EMPTY_JSON_BODY: {
+        status: 400,
+        body: { error: 'invalid-body', message: 'the body is empty' },
+      },
+    } satisfies Record<string, BodyRefusal>),
+  );
 }
