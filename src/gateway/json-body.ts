@@ -56,7 +56,7 @@ export function acceptUtf8Json(app: FastifyInstance): void {
 /**
  * The code of the error that reading the body would end in, as far as the request's header fields tell
  * it before a byte of the body is read: a declared `Content-Length` above `maxBodyBytes`
- * (`FST_ERR_CTP_BODY_TOO_LARGE`, as fastify gives it), a media type other than JSON
+ * (`FST_ERR_CTP_BODY_TOO_LARGE`, as fastify gives it), a media type other than JSON or none for a body
  * (`FST_ERR_CTP_INVALID_MEDIA_TYPE`), a charset or a content coding the parser refuses. For a caller
  * that waits for `100 Continue` before it sends its body.
  */
@@ -64,9 +64,18 @@ export function refusalBeforeBody(request: FastifyRequest, maxBodyBytes: number)
   const length = Number(request.headers['content-length']);
   if (Number.isFinite(length) && length > maxBodyBytes) return 'FST_ERR_CTP_BODY_TOO_LARGE';
   const contentType = request.headers['content-type'];
-  if (contentType !== undefined && mediaTypeOf(contentType) !== 'application/json')
+  if (contentType === undefined ? announcesBody(request) : mediaTypeOf(contentType) !== 'application/json')
     return 'FST_ERR_CTP_INVALID_MEDIA_TYPE';
   return (encodingRefusal(request) as { code?: string } | undefined)?.code;
+}
+
+/**
+ * Whether the request says a body follows (RFC 9112 §6.3: a `Transfer-Encoding`, or a `Content-Length`
+ * other than 0). fastify refuses such a body without a `Content-Type` as of no media type it parses.
+ */
+function announcesBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length'];
+  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /** The lower-case `type/subtype` of a Content-Type field value (RFC 9110 §8.3.1), without parameters. */

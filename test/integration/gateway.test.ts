@@ -458,13 +458,15 @@ describe('gateway on real Kafka and Redis', () => {
     }
   });
 
-  it('refuses before 100 Continue a body its header fields already refuse: too large, not JSON, another charset, compressed', async () => {
+  it('refuses before 100 Continue a body its header fields already refuse: too large, not JSON or untyped, another charset, compressed', async () => {
     const head = (fields: string) =>
       `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${GLOBEX}\r\n${fields}Expect: 100-continue\r\n\r\n`;
     const json = 'Content-Type: application/json\r\n';
     const cases: Array<[string, number, string]> = [
       [`${json}Content-Length: ${MAX_BODY_BYTES + 1}\r\n`, 413, 'body-too-large'],
       ['Content-Type: text/plain\r\nContent-Length: 2\r\n', 415, 'unsupported-media-type'],
+      ['Content-Length: 2\r\n', 415, 'unsupported-media-type'],
+      ['Transfer-Encoding: chunked\r\n', 415, 'unsupported-media-type'],
       [
         'Content-Type: application/json; charset=latin1\r\nContent-Length: 2\r\n',
         415,
