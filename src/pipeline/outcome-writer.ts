@@ -34,7 +34,14 @@ export type OutcomeRecord =
       notBefore: number;
       reason: string;
     }
-  | { kind: 'parked'; message: KafkaMessage; platform: Platform; origin: Origin }
+  | {
+      kind: 'parked';
+      message: KafkaMessage;
+      /** The copy's key, as a retry copy's: the message's own, else the device's. */
+      key: Buffer | string | null;
+      platform: Platform;
+      origin: Origin;
+    }
   | {
       kind: 'invalid-token';
       event: NotificationEvent;
@@ -154,10 +161,10 @@ export class OutcomeWriter {
         return [
           this.topics.deferred,
           {
-            key: record.message.key,
+            key: record.key,
             value: record.message.value,
             headers: origin,
-            partition: parkedPartition(record.platform, record.message.key, this.deferredPartitions),
+            partition: parkedPartition(record.platform, record.key, this.deferredPartitions),
           },
         ];
       case 'invalid-token':

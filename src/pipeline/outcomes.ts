@@ -180,7 +180,7 @@ function retryCopy(
   return {
     kind: 'retry',
     message: item.message,
-    key: item.message.key ?? (item.decoded.ok ? messageKey(item.decoded.event) : null),
+    key: copyKey(item),
     origin,
     attempt: counts.attempt ?? item.attempt,
     throttles: counts.throttles ?? item.throttles,
@@ -194,7 +194,7 @@ function retryCopy(
  * allows. It was not sent, so it keeps its attempt count; its outcome is recorded when it is read back.
  */
 export function settleParked(item: Item, platform: Platform, origin: Origin): Settlement {
-  return { record: { kind: 'parked', message: item.message, platform, origin } };
+  return { record: { kind: 'parked', message: item.message, key: copyKey(item), platform, origin } };
 }
 
 function deadLetter(item: Item, origin: Origin, reasonKind: string, reason: string): Settlement {
@@ -204,4 +204,14 @@ function deadLetter(item: Item, origin: Origin, reasonKind: string, reason: stri
     ...(item.decoded.ok ? { final: { key: item.dedupeKey, outcome: 'dead-lettered' as const } } : {}),
     deadLettered: reasonKind,
   };
+}
+
+/**
+ * The key of an item's copy on the retry or deferred topic: the message's own, else its device's
+ * (`messageKey`). A producer that keys nothing (Kafka's console producer, by default) spreads one
+ * device's events over every partition; their copies, keyed by device, meet in one partition, so that
+ * one process reads them back in order and paces the device (see DeviceBackoff).
+ */
+function copyKey(item: Item): Buffer | string | null {
+  return item.message.key ?? (item.decoded.ok ? messageKey(item.decoded.event) : null);
 }

@@ -1003,6 +1003,22 @@ describe('BatchProcessor', () => {
   describe('tenant fairness', () => {
     const tenantEvent = (tenant: string, id: string) => ({ ...event(id), tenant });
 
+    it("parks a message without a key keyed by its device, and keeps a message's own key", async () => {
+      const r = rig({ tokens: 10, shares: new TenantShares() });
+      const messages = [
+        ...Array.from({ length: 20 }, (_, i) => message(i, tenantEvent('A', `a${i}`))),
+        { ...message(20, tenantEvent('A', 'a20')), key: Buffer.from('producer-key') },
+        message(21, tenantEvent('B', 'b0')),
+      ];
+      await r.processor.eachBatch(payloadOf(TOPIC, messages).payload);
+
+      const parked = r.outcomes.records.flatMap((record) => (record.kind === 'parked' ? [record] : []));
+      expect(parked.map((record) => record.key)).toEqual([
+        ...Array.from({ length: 10 }, (_, i) => messageKey(tenantEvent('A', `a${10 + i}`))),
+        Buffer.from('producer-key'),
+      ]);
+    });
+
     it("parks the events of a tenant over its share that got no token, so the other tenant's events behind them go on", async () => {
       const r = rig({ tokens: 10, shares: new TenantShares() });
       const messages = [
