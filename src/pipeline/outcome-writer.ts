@@ -1,7 +1,6 @@
 import type { IHeaders, KafkaMessage, Message, Producer, TopicMessages } from 'kafkajs';
 import type { Topics } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
-import type { messageKey } from '../events/message-key.ts';
 import { envelopeBytes, HEADER } from '../kafka/headers.ts';
 import { parkedPartition } from './parking-lanes.ts';
 
@@ -20,12 +19,7 @@ export type OutcomeRecord =
   | {
       kind: 'retry';
       message: KafkaMessage;
-      /**
-       * The copy's key: the message's own, or for a message without one (Kafka's console producer
-       * sends none by default) the device's {@link messageKey}. One device's retries and held-back
-       * events then share a retry partition, so one process reads them back and paces that device,
-       * instead of every process pushing to it at a pace of its own.
-       */
+      /** The copy's key: the message's own, else its device's (see copyKey in outcomes.ts for why). */
       key: Buffer | string | null;
       origin: Origin;
       attempt: number;
@@ -37,7 +31,7 @@ export type OutcomeRecord =
   | {
       kind: 'parked';
       message: KafkaMessage;
-      /** The copy's key, as a retry copy's: the message's own, else the device's. */
+      /** The copy's key, as a retry copy's. */
       key: Buffer | string | null;
       platform: Platform;
       origin: Origin;
