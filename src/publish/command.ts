@@ -11,7 +11,7 @@ import { kafkaSecurityOptions, topicDurabilityOf } from '../settings-options.ts'
 import { startTracing } from '../telemetry/tracing.ts';
 import { generateEvents } from './generate.ts';
 import { byteLines, isBlank } from './lines.ts';
-import { publishEvents } from './publisher.ts';
+import { type InvalidEventError, publishEvents } from './publisher.ts';
 
 interface PublishFlags {
   generate?: number;
@@ -88,18 +88,11 @@ export function registerPublishCommand(program: Command): void {
         process.exit(1);
       }
 
-      const source =
-        flags.generate !== undefined
-          ? generateEvents({
-              count: flags.generate,
-              deadTokenRatio: flags.deadTokenRatio,
-              ...(flags.tenants ? { tenants: flags.tenants.split(',').filter(Boolean) } : {}),
-            })
-          : lines(file);
+      const source = eventSource(file, flags);
       const total = flags.generate;
       const started = Date.now();
       let lastReport = 0;
-      const result = await publishEvents(kafka, source, {
+      const result = await publishEvents(kafka, source.events, {
         topic,
         validate: flags.validate,
         onProgress: (published) => {
@@ -108,7 +101,7 @@ export function registerPublishCommand(program: Command): void {
           const rate = Math.round(published / ((Date.now() - started) / 1000));
           console.error(`published ${published}${total ? ` of ${total}` : ''} (${rate}/s)`);
         },
-        onInvalid: (error) => console.error(`skipped ${error.message}`),
+        onInvalid: (error) => console.error(`skipped ${source.where(error)}: ${error.reason}`),
       }).finally(() => tracing.shutdown());
       const seconds = (Date.now() - started) / 1000;
       if (!flags.quiet)
@@ -132,15 +125,34 @@ async function exitUnlessReadable(file: string): Promise<void> {
   process.exit(2);
 }
 
-async function* lines(file: string | undefined): AsyncGenerator<Buffer> {
-  const fromStdin = !file || file === '-';
-  // Typed at a terminal, a verb reading stdin looks hung: say what it waits for.
-  if (fromStdin && process.stdin.isTTY)
-    console.error(
-      'reading events from stdin, one JSON object per line; Ctrl-D ends (or give a file, or --generate N)',
-    );
-  const input = fromStdin ? process.stdin : createReadStream(file);
-  for await (const line of byteLines(input)) {
-    if (!isBlank(line)) yield line;
+/** The events to publish, and how to name a refused one: its line in a file or stdin, else its number. */
+function eventSource(
+  file: string | undefined,
+  flags: PublishFlags,
+): { events: AsyncIterable<Buffer> | Iterable<unknown>; where(error: InvalidEventError): string } {
+  if (flags.generate !== undefined) {
+    const events = generateEvents({
+      count: flags.generate,
+      deadTokenRatio: flags.deadTokenRatio,
+      ...(flags.tenants ? { tenants: flags.tenants.split(',').filter(Boolean) } : {}),
+    });
+    return { events, where: (error) => `event ${error.index}` };
   }
+  // Blank lines are skipped but counted, so that a refusal names the line an editor shows; publishEvents
+  // checks each line as soon as it is read, so the line read last is the one refused.
+  let current = 0;
+  async function* lines(): AsyncGenerator<Buffer> {
+    const fromStdin = !file || file === '-';
+    // Typed at a terminal, a verb reading stdin looks hung: say what it waits for.
+    if (fromStdin && process.stdin.isTTY)
+      console.error(
+        'reading events from stdin, one JSON object per line; Ctrl-D ends (or give a file, or --generate N)',
+      );
+    const input = fromStdin ? process.stdin : createReadStream(file);
+    for await (const line of byteLines(input)) {
+      current++;
+      if (!isBlank(line)) yield line;
+    }
+  }
+  return { events: lines(), where: () => `line ${current}` };
 }

@@ -14,10 +14,14 @@ export { messageKey };
 export class InvalidEventError extends Error {
   override readonly name = 'InvalidEventError';
   readonly retriable = false;
-  readonly line: number;
-  constructor(line: number, reason: string) {
-    super(`event ${line}: ${reason}`);
-    this.line = line;
+  /** The event's position among those given, from 1. */
+  readonly index: number;
+  /** What is wrong with it, without the event's content. */
+  readonly reason: string;
+  constructor(index: number, reason: string) {
+    super(`event ${index}: ${reason}`);
+    this.index = index;
+    this.reason = reason;
   }
 }
 
