@@ -17,6 +17,26 @@ const bool = z
   .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes');
 const positive = z.coerce.number().positive();
 const positiveInt = z.coerce.number().int().positive();
+
+/**
+ * `host:port,host:port` as a list (spaces and empty entries ignored), each port from 1 to 65535. No IPv6
+ * literals: kafkajs splits a broker at its colon.
+ */
+const hostPortList = (text: string, context: z.RefinementCtx): string[] => {
+  const nodes = text
+    .split(',')
+    .map((node) => node.trim())
+    .filter(Boolean);
+  for (const node of nodes) {
+    const match = /^[^\s:]+:(\d{1,5})$/.exec(node);
+    const port = Number(match?.[1]);
+    if (!(port >= 1 && port <= 65535))
+      context.addIssue({ code: 'custom', message: `"${node}" is not host:port with a port from 1 to 65535` });
+  }
+  if (nodes.length === 0) context.addIssue({ code: 'custom', message: 'at least one host:port' });
+  return nodes;
+};
+
 /** A value sent as an HTTP header (apns-topic, the JWT's key and team ids): no control characters, no spaces. */
 const headerSafe = z.string().min(1).regex(HEADER_SAFE, 'printable ASCII without spaces');
 
@@ -24,13 +44,7 @@ export const configSchema = z.object({
   KAFKA_BROKERS: z
     .string()
     .default('127.0.0.1:9092')
-    .transform((s) =>
-      s
-        .split(',')
-        .map((b) => b.trim())
-        .filter(Boolean),
-    )
-    .pipe(z.array(z.string().regex(/^[^\s:]+:\d{1,5}$/, 'host:port')).min(1))
+    .transform(hostPortList)
     .describe('Kafka bootstrap servers, `host:port,host:port`.'),
   KAFKA_CLIENT_ID: z
     .string()
@@ -103,21 +117,8 @@ export const configSchema = z.object({
     ),
   REDIS_CLUSTER_NODES: z
     .string()
+    .transform(hostPortList)
     .optional()
-    .transform((s) =>
-      s === undefined
-        ? undefined
-        : s
-            .split(',')
-            .map((node) => node.trim())
-            .filter(Boolean),
-    )
-    .pipe(
-      z
-        .array(z.string().regex(/^[^\s:]+:\d{1,5}$/, 'host:port'))
-        .min(1, 'at least one host:port')
-        .optional(),
-    )
     .describe(
       'A Redis Cluster instead of one Redis: `host:port,host:port`, a few of its masters (the rest are discovered). When set, REDIS_URL is ignored (this wins); the user, password and TLS come from REDIS_USERNAME, REDIS_PASSWORD and REDIS_TLS*.',
     ),

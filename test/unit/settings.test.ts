@@ -77,3 +77,24 @@ describe('AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS', () => {
     expect(() => loadConfig({ AQUEDUCT_DEDUPE_TTL_SECONDS: '0' })).toThrow(/AQUEDUCT_DEDUPE_TTL_SECONDS/);
   });
 });
+
+describe('KAFKA_BROKERS', () => {
+  it('defaults to 127.0.0.1:9092 and takes host:port,host:port with spaces and empty entries ignored', () => {
+    expect(loadConfig({}).KAFKA_BROKERS).toEqual(['127.0.0.1:9092']);
+    expect(loadConfig({ KAFKA_BROKERS: ' kafka-1:9092, ,10.0.0.2:19092' }).KAFKA_BROKERS).toEqual([
+      'kafka-1:9092',
+      '10.0.0.2:19092',
+    ]);
+  });
+
+  it.each([
+    ['kafka-1', '"kafka-1" is not host:port'],
+    ['kafka-1:0', 'port from 1 to 65535'],
+    ['kafka-1:9092,kafka-2:90920', '"kafka-2:90920" is not host:port'],
+    ['PLAINTEXT://kafka-1:9092', 'is not host:port'],
+    [' , ', 'at least one host:port'],
+  ])('refuses %j with a message naming the setting and the entry', (value, why) => {
+    expect(() => loadConfig({ KAFKA_BROKERS: value })).toThrow(new RegExp(`KAFKA_BROKERS.*${why}`));
+    expect(() => loadGatewayConfig({ KAFKA_BROKERS: value })).toThrow(new RegExp(`KAFKA_BROKERS.*${why}`));
+  });
+});
