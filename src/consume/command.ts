@@ -12,7 +12,7 @@ import { errorSummary, failureLogger, NotificationConsumer, type StopResult } fr
 import { warmUpHotPaths } from '../pipeline/warm-up.ts';
 import { RedisProviderTokenStore } from '../providers/apns-token-store.ts';
 import { createProviders, type ProvidersOptions } from '../providers/index.ts';
-import { createRedis, type RedisClient } from '../redis/client.ts';
+import { createRedis, type RedisClient, redisErrorSummary } from '../redis/client.ts';
 import { settingsHelp } from '../settings.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
 import { kafkaSecurityOptions, providersOptions, redisConnectionOptions } from '../settings-options.ts';
@@ -84,7 +84,7 @@ export async function startConsumerApp(
     maxRetriesPerRequest: 2,
     enableAutoPipelining: true,
   });
-  redis.on('error', (error) => logger.warn({ err: errorSummary(error) }, 'redis connection error'));
+  redis.on('error', (error) => logger.warn({ err: redisErrorSummary(error) }, 'redis connection error'));
   let consumer: NotificationConsumer | undefined;
   let health: HealthServer;
   try {

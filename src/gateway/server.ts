@@ -7,7 +7,7 @@ import { durabilityWarnings } from '../kafka/topics.ts';
 import { listenOrExplain } from '../lifecycle.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { createRedis } from '../redis/client.ts';
+import { createRedis, redisErrorSummary } from '../redis/client.ts';
 import { kafkaSecurityOptions, redisConnectionOptions, topicDurabilityOf } from '../settings-options.ts';
 import { buildAdminApp } from './admin-app.ts';
 import { TenantAdmission } from './admission.ts';
@@ -71,7 +71,7 @@ export async function startGateway(
     ? createRedis(redisConnectionOptions(config), { maxRetriesPerRequest: 1, enableAutoPipelining: true })
     : undefined;
   redis?.on('error', (error: Error) =>
-    logger.warn({ err: { message: error.message } }, 'redis connection error'),
+    logger.warn({ err: redisErrorSummary(error) }, 'redis connection error'),
   );
   const limiter = redis
     ? new TokenBucketLimiter(redis, {

@@ -4,7 +4,7 @@ import { configSchema, REDIS_CONNECTION_SETTINGS } from '../config.ts';
 import { describeIssues } from '../events/decode.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { redactUrl } from '../redact.ts';
-import { createRedis, type RedisConnectionOptions } from '../redis/client.ts';
+import { createRedis, type RedisConnectionOptions, redisErrorSummary } from '../redis/client.ts';
 import { SetupError } from '../services/errors.ts';
 import { ConfigError, readSettings } from '../settings.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
@@ -109,13 +109,19 @@ async function runInspect(pattern: string, options: InspectOptions): Promise<voi
     // A one-shot inspect fails at once; --watch keeps trying and shows the error meanwhile.
     ...(options.watch ? {} : { retryStrategy: () => null }),
   });
-  redis.on('error', () => {}); // reported where a command fails
+  // Reported where a command fails; a Cluster's connect() says only that no node answered, and the
+  // last node's error (kept here) says why.
+  let lastError: Error | undefined;
+  redis.on('error', (error: Error) => {
+    lastError = error;
+  });
   try {
     await redis.connect();
   } catch (error) {
     redis.disconnect();
+    const cause = lastError && redisErrorSummary(lastError).cause;
     throw new SetupError(
-      `Redis is unreachable at ${target}: ${(error as Error).message}`,
+      `Redis is unreachable at ${target}: ${(error as Error).message}${cause ? ` (${cause})` : ''}`,
       'start Redis there, or set REDIS_URL (or REDIS_CLUSTER_NODES) to the Redis the consumers use.',
       { cause: error },
     );

@@ -51,7 +51,11 @@ export function createRedis(connection: RedisConnectionOptions, options: RedisOp
   const { enableAutoPipelining: _, lazyConnect, retryStrategy, ...perNode } = options;
   const clusterOptions: ClusterOptions = { redisOptions: { ...perNode, ...redisSecurity(connection) } };
   if (lazyConnect !== undefined) clusterOptions.lazyConnect = lazyConnect;
-  if (retryStrategy) clusterOptions.clusterRetryStrategy = (times) => retryStrategy(times);
+  // ioredis' own curve for a Cluster grows by 2 ms an attempt, which retries (and logs) an unreachable
+  // cluster several times a second for minutes; a single server's default curve is used instead.
+  clusterOptions.clusterRetryStrategy = retryStrategy
+    ? (times) => retryStrategy(times)
+    : (times) => Math.min(times * 50, 2000);
   // The Cluster client resolves node host names to addresses before connecting; over TLS that would
   // check the certificate against an IP address. Kept as given, the name is what TLS verifies (as
   // managed clusters that announce host names with TLS need).
@@ -68,4 +72,17 @@ export function redisNodeAddresses(nodes: readonly string[]): RedisNodeAddress[]
     const colon = node.lastIndexOf(':');
     return { host: node.slice(0, colon), port: Number(node.slice(colon + 1)) };
   });
+}
+
+/**
+ * A Redis connection error for the logs: its name and message, and for a Redis Cluster none of whose
+ * nodes answered (ioredis' "Failed to refresh slots cache.") the last node's error, which says why.
+ */
+export function redisErrorSummary(error: Error): { name: string; message: string; cause?: string } {
+  const lastNodeError = (error as { lastNodeError?: unknown }).lastNodeError;
+  return {
+    name: error.name,
+    message: error.message,
+    ...(lastNodeError instanceof Error ? { cause: lastNodeError.message } : {}),
+  };
 }

@@ -122,6 +122,16 @@ describe('the limiter on a Redis Cluster', () => {
     expect(error.code).toBe(2);
     expect(error.stderr).toContain('Redis is unreachable at REDIS_CLUSTER_NODES=127.0.0.1:1');
   });
+
+  it('`aqueduct inspect` pointed at a Redis that is not a cluster says so', async () => {
+    const standalone = new URL(inject('redisUrl')).host;
+    const error = (await run(node, [cli, 'inspect'], {
+      env: { ...process.env, REDIS_CLUSTER_NODES: standalone },
+    }).catch((e: unknown) => e)) as { code: number; stderr: string };
+    expect(error.code).toBe(2);
+    expect(error.stderr).toContain(`REDIS_CLUSTER_NODES=${standalone}`);
+    expect(error.stderr).toContain('cluster support disabled');
+  });
 });
 
 describe('the gateway on a Redis Cluster', () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
 import { loadGatewayConfig } from '../../src/gateway/config.ts';
+import { redisErrorSummary } from '../../src/redis/client.ts';
 import { hashTagOf } from '../../src/redis/slot-pipelines.ts';
 import { redisConnectionOptions } from '../../src/settings-options.ts';
 
@@ -26,6 +27,8 @@ describe('REDIS_CLUSTER_NODES', () => {
     ['redis-a:7000,redis-b', 'host:port'],
     ['redis://redis-a:7000', 'host:port'],
     [',', 'at least one host:port'],
+    ['redis-a:0', 'port from 1 to 65535'],
+    ['redis-a:7000,redis-b:70000', '"redis-b:70000" is not host:port'],
   ])('refuses %j with a message naming the setting', (value, why) => {
     expect(() => loadConfig({ REDIS_CLUSTER_NODES: value })).toThrow(
       new RegExp(`REDIS_CLUSTER_NODES.*${why}`, 'i'),
@@ -75,5 +78,23 @@ describe('hashTagOf', () => {
     expect(hashTagOf('aqueduct:{}:x{y}')).toBe('aqueduct:{}:x{y}');
     expect(hashTagOf('aqueduct:redis-epoch')).toBe('aqueduct:redis-epoch');
     expect(hashTagOf('a{b')).toBe('a{b');
+  });
+});
+
+describe('redisErrorSummary', () => {
+  it("adds a Cluster's last node error, which says why no node answered", () => {
+    const error = Object.assign(new Error('Failed to refresh slots cache.'), {
+      name: 'ClusterAllFailedError',
+      lastNodeError: new Error('ERR This instance has cluster support disabled'),
+    });
+    expect(redisErrorSummary(error)).toEqual({
+      name: 'ClusterAllFailedError',
+      message: 'Failed to refresh slots cache.',
+      cause: 'ERR This instance has cluster support disabled',
+    });
+    expect(redisErrorSummary(new Error('connect ECONNREFUSED 127.0.0.1:1'))).toEqual({
+      name: 'Error',
+      message: 'connect ECONNREFUSED 127.0.0.1:1',
+    });
   });
 });
