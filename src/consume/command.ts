@@ -232,6 +232,32 @@ function sharingApnsToken(
 export async function runConsumer(config: Config): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL);
   logUncaughtErrors(logger);
+  // The whole stop fits in AQUEDUCT_SHUTDOWN_TIMEOUT_MS from the signal: the drain gets most of it,
+  // closing the rest. A signal is heard from the start: one that came while the consumer was still
+  // joining its group would otherwise kill the process as a member that never left, and every other
+  // member's next join would wait for its session to expire. A second signal kills at once (`once`).
+  const bound = config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS;
+  let stopBy: number | undefined;
+  let exitCode = 0;
+  let started = false;
+  let hardStop: NodeJS.Timeout | undefined;
+  let requestStop: () => void = () => {};
+  const stopRequested = new Promise<void>((resolve) => {
+    requestStop = resolve;
+  });
+  const onSignal = () => {
+    if (stopBy !== undefined) return;
+    stopBy = Date.now() + bound;
+    if (!started) logger.info('stop requested while starting: stopping once started');
+    hardStop = setTimeout(() => {
+      logger.error({ open: openResources() }, 'shutdown bound exceeded; exiting');
+      process.exit(1);
+    }, bound).unref();
+    requestStop();
+  };
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+
   const tracing = await startTracing('aqueduct-consumer', { logger });
   let app: ConsumerApp;
   try {
@@ -247,30 +273,22 @@ export async function runConsumer(config: Config): Promise<void> {
     console.error(`aqueduct consume: ${why}`);
     process.exit(1);
   }
-
-  let exitCode = 0;
-  await new Promise<void>((resolve) => {
-    process.once('SIGTERM', resolve);
-    process.once('SIGINT', resolve);
-    app.consumer.onFatal = () => {
-      exitCode = 1;
-      resolve();
-    };
-  });
+  started = true;
+  app.consumer.onFatal = () => {
+    exitCode = 1;
+    onSignal();
+  };
+  await stopRequested;
   logger.info('shutting down');
-  // The whole stop fits in AQUEDUCT_SHUTDOWN_TIMEOUT_MS: the drain gets most of it, closing the rest.
-  const bound = config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS;
-  const stopBy = Date.now() + bound;
-  const hardStop = setTimeout(() => {
-    logger.error({ open: openResources() }, 'shutdown bound exceeded; exiting');
-    process.exit(1);
-  }, bound).unref();
-  await app.stop({ drainTimeoutMs: bound - Math.min(3000, Math.round(bound / 5)) });
+  const deadline = stopBy ?? Date.now() + bound;
+  await app.stop({
+    drainTimeoutMs: Math.max(0, deadline - Date.now() - Math.min(3000, Math.round(bound / 5))),
+  });
   // After the consumer: its last spans end while it drains; shutdown exports them, within what is left
   // of the bound (an unreachable collector must not turn a clean stop into a hard one).
   const flushed = await Promise.race([
     tracing.shutdown().then(() => true),
-    sleep(Math.max(0, stopBy - Date.now() - 1000), false, { ref: false }),
+    sleep(Math.max(0, deadline - Date.now() - 1000), false, { ref: false }),
   ]);
   if (!flushed) logger.warn('trace export did not finish in time; the last spans are lost');
   clearTimeout(hardStop);

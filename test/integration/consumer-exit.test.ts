@@ -106,6 +106,43 @@ describe('aqueduct consume exits after SIGTERM', () => {
   );
 });
 
+describe('aqueduct consume stopped while it starts', () => {
+  it('finishes starting, leaves its group and exits 0, so that no member is left for the others to wait for', async () => {
+    const topic = `test-early-${randomUUID().slice(0, 8)}`;
+    const client = createKafka({ brokers: kafka.brokers, clientId: 'aqueduct-test' });
+    await ensureTopicFamily(client, topic, 4, SINGLE_BROKER_DURABILITY);
+    await publishEvents(client, [...generateEvents({ count: 3000 })], { topic });
+    const first = spawnConsumer('early-first', consumerEnv(topic));
+    let second: ConsumerProcess | undefined;
+    const admin = client.admin();
+    try {
+      await first.joined();
+      second = spawnConsumer('early-second', consumerEnv(topic));
+      // Before the group join: the signal lands while the second process connects and joins.
+      await waitForLog(second, 'provider connections opened', 30_000);
+      const code = await Promise.race([second.stop(), sleep(40_000, 'still running')]);
+      expect(code, story(second)).toBe(0);
+      expect(messages(second)).toContain('stop requested while starting: stopping once started');
+      expect(messages(second)).toContain('stopped');
+      expect(messages(second)).not.toContain('shutdown bound exceeded; exiting');
+      // Left, not expelled: the group is down to the first process well within a session (30 s).
+      await admin.connect();
+      const deadline = Date.now() + 15_000;
+      let members = -1;
+      while (Date.now() < deadline) {
+        const [group] = (await admin.describeGroups([`${topic}-group`])).groups;
+        members = group?.state === 'Stable' ? group.members.length : -1;
+        if (members === 1) break;
+        await sleep(250);
+      }
+      expect(members, story(second)).toBe(1);
+    } finally {
+      await admin.disconnect();
+      for (const consumer of [first, second]) if (consumer?.ended === undefined) await consumer?.kill();
+    }
+  }, 120_000);
+});
+
 describe('aqueduct consume that cannot start', () => {
   it('says why in one line and exits 1 when its topic does not exist', async () => {
     const topic = `test-missing-${randomUUID().slice(0, 8)}`;
