@@ -1,5 +1,6 @@
+import { CallTimeouts } from '../limiter/timeouts.ts';
 import type { RedisClient } from '../redis/client.ts';
-import { toScriptError } from '../redis/script-errors.ts';
+import { ScriptUnavailableError, toScriptError } from '../redis/script-errors.ts';
 import {
   defineScripts,
   replyFields,
@@ -100,6 +101,14 @@ export interface DoneStoreOptions {
    * each.
    */
   markCoalesceMs?: number;
+  /**
+   * A call Redis has not answered within this many ms fails (ScriptUnavailableError), in ms. Default
+   * 5000; 0: no timeout. While Redis is unreachable ioredis holds calls until its next flush of the
+   * queue, every third reconnect attempt (seconds apart, far longer when each attempt waits out a
+   * connect timeout); a step waiting on one holds its partition, and shutdown waits for the step.
+   * A lookup answered late is ignored; a mark that lands late is still true.
+   */
+  timeoutMs?: number;
 }
 
 /** What the next flush writes for one partition: the offsets finished, and Kafka's latest commit. */
@@ -152,18 +161,22 @@ export class DoneStore {
   constructor(redis: RedisClient, options: DoneStoreOptions) {
     defineScripts(redis);
     this.redis = redis;
-    this.dedupeCheck = mappedErrors(redis, 'dedupeCheck');
-    this.dedupeMark = mappedErrors(redis, 'dedupeMark');
-    this.dedupeForget = mappedErrors(redis, 'dedupeForget');
     this.options = {
       shards: 8192,
       finishedTtlSeconds: 7 * 86_400,
       coalesceMs: 5,
       markCoalesceMs: 50,
+      timeoutMs: 5000,
       ...options,
     };
     if (!Number.isInteger(this.options.shards) || this.options.shards < 1)
       throw new RangeError(`shards must be an integer >= 1, got ${this.options.shards}`);
+    const { timeoutMs } = this.options;
+    if (!(timeoutMs >= 0 && timeoutMs <= 2_147_483_647))
+      throw new RangeError(`timeoutMs must be a number of ms in [0, 2^31 - 1], got ${timeoutMs}`);
+    this.dedupeCheck = mappedErrors(redis, 'dedupeCheck', timeoutMs);
+    this.dedupeMark = mappedErrors(redis, 'dedupeMark', timeoutMs);
+    this.dedupeForget = mappedErrors(redis, 'dedupeForget', timeoutMs);
   }
 
   /** True when the idempotency window is on. */
@@ -449,11 +462,18 @@ export class DoneStore {
   }
 }
 
-/** One script call, its errors mapped to ScriptArgumentError or ScriptUnavailableError. */
-function mappedErrors(redis: RedisClient, name: ScriptName): ScriptCall {
+/**
+ * One script call, its errors mapped to ScriptArgumentError or ScriptUnavailableError, and a call not
+ * answered within `timeoutMs` (0: no timeout) failed as unavailable.
+ */
+function mappedErrors(redis: RedisClient, name: ScriptName, timeoutMs: number): ScriptCall {
   const call = scriptCall(redis, name);
-  return (...args) =>
-    call(...args).catch((error: unknown) => {
+  const timeouts = timeoutMs > 0 ? new CallTimeouts(timeoutMs) : undefined;
+  const timedOut = () => new ScriptUnavailableError(name, `no reply within ${timeoutMs} ms`);
+  return (...args) => {
+    const answer = call(...args);
+    return (timeouts ? timeouts.track(answer, timedOut) : answer).catch((error: unknown) => {
       throw toScriptError(error, name);
     });
+  };
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createKafka } from '../../src/kafka/client.ts';
@@ -104,6 +105,40 @@ describe('aqueduct consume exits after SIGTERM', () => {
     },
     90_000,
   );
+});
+
+describe('aqueduct consume stopped while Redis does not answer', () => {
+  it('drains in its bound and leaves the group: its steps do not wait for Redis past their timeout', async () => {
+    const topic = `test-no-redis-${randomUUID().slice(0, 8)}`;
+    const client = createKafka({ brokers: kafka.brokers, clientId: 'aqueduct-test' });
+    await ensureTopicFamily(client, topic, 4, SINGLE_BROKER_DURABILITY);
+    await publishEvents(client, [...generateEvents({ count: 200 })], { topic });
+    // A Redis that accepts connections and never answers (hung, or its replies lost on the way): ioredis
+    // stays connecting and never flushes the calls it holds.
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as AddressInfo;
+    const consumer = spawnConsumer('no-redis', {
+      ...consumerEnv(topic),
+      REDIS_URL: `redis://127.0.0.1:${port}`,
+    });
+    try {
+      await consumer.joined();
+      await sleep(1000);
+      const code = await Promise.race([consumer.stop(), sleep(40_000, 'still running')]);
+      expect(code, story(consumer)).toBe(0);
+      expect(messages(consumer), story(consumer)).toContain('drained and committed');
+      expect(messages(consumer)).not.toContain('drain timed out');
+    } finally {
+      if (consumer.ended === undefined) await consumer.kill();
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  }, 120_000);
 });
 
 describe('aqueduct consume stopped while it starts', () => {

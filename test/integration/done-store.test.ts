@@ -1,4 +1,6 @@
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DoneStore, type DoneStoreOptions } from '../../src/pipeline/done-store.ts';
 import { defineScripts, replyFields, scriptCall } from '../../src/redis/scripts.ts';
@@ -143,5 +145,40 @@ describe('DoneStore', () => {
     await mark(1, shard, 0, 60, 60, '2', Buffer.from('AAAAAAAAdBBBBBBBBd', 'latin1'));
     const reply = await check(1, shard, 0, 60, '3', Buffer.from('AAAAAAAdAAAAAAAABBBBBBBB', 'latin1'));
     expect(replyFields(reply)).toEqual(['-dd']);
+  });
+});
+
+describe('DoneStore on a Redis that does not answer', () => {
+  it('fails a lookup and a mark after timeoutMs rather than waiting for the connection', async () => {
+    // Accepts connections and never answers: ioredis stays connecting and holds every call.
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as AddressInfo;
+    const client = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 2, lazyConnect: true });
+    client.on('error', () => {});
+    try {
+      const hung = new DoneStore(client, {
+        prefix: 'silent',
+        groupId: 'group',
+        windowSeconds: 60,
+        markCoalesceMs: 0,
+        timeoutMs: 200,
+      });
+      await expect(hung.lookup(['acme order-1'], [P0])).rejects.toThrow(
+        'script dedupeCheck failed, Redis unavailable: no reply within 200 ms',
+      );
+      await expect(
+        hung.mark([{ ...P0, offset: '7', final: { key: 'acme order-1', outcome: 'delivered' } }]),
+      ).rejects.toThrow('script dedupeMark failed, Redis unavailable: no reply within 200 ms');
+      await hung.settled();
+    } finally {
+      client.disconnect();
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 });
