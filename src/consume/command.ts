@@ -248,7 +248,8 @@ export async function runConsumer(config: Config): Promise<void> {
   const onSignal = () => {
     if (stopBy !== undefined) return;
     stopBy = Date.now() + bound;
-    if (!started) logger.info('stop requested while starting: stopping once started');
+    if (!started)
+      logger.info('stop requested while starting: stopping once started (a second signal exits at once)');
     hardStop = setTimeout(() => {
       logger.error({ open: openResources() }, 'shutdown bound exceeded; exiting');
       process.exit(1);
