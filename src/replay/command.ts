@@ -80,6 +80,17 @@ export function registerReplayCommand(program: Command): void {
       }
       const redis = createRedis(redisConnectionOptions(config), { maxRetriesPerRequest: 2 });
       redis.on('error', () => {}); // reported where a command fails
+      // Ctrl-C (or SIGTERM) stops after the part being published, committed, so that a second replay
+      // goes on from there; a second signal exits at once.
+      const stop = new AbortController();
+      let signalled: NodeJS.Signals | undefined;
+      const onSignal = (name: NodeJS.Signals) => {
+        signalled = name;
+        if (!flags.quiet) console.error('stopping after the part in progress (again to exit now)');
+        stop.abort();
+      };
+      process.once('SIGINT', onSignal);
+      process.once('SIGTERM', onSignal);
       const progress = (s: ReplaySummary) => {
         if (!flags.quiet)
           console.error(`read ${s.read}, ${flags.dryRun ? 'would replay' : 'replayed'} ${s.replayed}`);
@@ -99,10 +110,13 @@ export function registerReplayCommand(program: Command): void {
           fromBeginning: flags.fromBeginning,
           dryRun: flags.dryRun,
           onProgress: progress,
+          signal: stop.signal,
         });
         console.log(
           JSON.stringify({ from: topics.deadLetter, to: topics.main, dryRun: flags.dryRun, ...summary }),
         );
+        // As a shell reports a job ended by the signal: 128 + its number.
+        if (summary.interrupted) process.exitCode = signalled === 'SIGTERM' ? 143 : 130;
       } finally {
         redis.disconnect();
       }

@@ -24,6 +24,11 @@ export interface ReplayOptions {
   batchSize?: number;
   /** Called after each batch with the counts so far. */
   onProgress?: (summary: ReplaySummary) => void;
+  /**
+   * Stops the replay early (Ctrl-C): the part being published finishes and is committed, nothing more
+   * is read, and the summary says `interrupted`. A later replay goes on from there.
+   */
+  signal?: AbortSignal;
 }
 
 /** What a replay did (or, with `dryRun`, would do). */
@@ -40,6 +45,8 @@ export interface ReplaySummary {
   marksForgotten: number;
   /** Read per reason kind. */
   byKind: Record<string, number>;
+  /** Stopped by `signal` before the end of the topic (as it was when the replay started). */
+  interrupted: boolean;
 }
 
 /**
@@ -62,6 +69,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
     withoutValue: 0,
     marksForgotten: 0,
     byKind: {},
+    interrupted: false,
   };
   const kinds = new Set(options.kinds ?? []);
   const admin = kafka.admin();
@@ -83,6 +91,8 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
   }
   const remaining = new Map([...end].filter(([partition, high]) => high > (start.get(partition) ?? 0n)));
   if (remaining.size === 0) return summary;
+  const { signal } = options;
+  if (signal?.aborted) return { ...summary, interrupted: true };
 
   const producer = options.dryRun ? undefined : createProducer(kafka, { allowAutoTopicCreation: false });
   await producer?.connect();
@@ -115,6 +125,8 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
       consumer.on(consumer.events.CRASH, ({ payload }) => {
         if (!payload.restart) reject(payload.error);
       });
+      // Disconnecting (below) waits for the part in progress: eachBatch stops before the next one.
+      signal?.addEventListener('abort', () => resolve(), { once: true });
       consumer
         .run({
           autoCommit: false,
@@ -130,6 +142,7 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
               );
             });
             for (let i = 0; i < fresh.length; i += batchSize) {
+              if (signal?.aborted) return;
               const part = fresh.slice(i, i + batchSize);
               const counted = classify(part, kinds);
               if (producer && counted.replay.length > 0) {
@@ -166,6 +179,8 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayS
       await cleanup.disconnect();
     }
   }
+  // The part in progress when the signal came was finished before the consumer let go.
+  summary.interrupted = remaining.size > 0;
   return summary;
 }
 

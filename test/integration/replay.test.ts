@@ -182,6 +182,30 @@ describe('aqueduct replay', () => {
       await expectEachOnce(topics, ids);
     });
 
+    it('when a signal stops it after a part, and a second replay goes on from there', async () => {
+      const { topics, ids } = await deadLetterTopic();
+      const groupId = `${topics.main}-group.replay`;
+      const stop = new AbortController();
+      const first = await replayDeadLetters({
+        kafka,
+        topics,
+        doneStore,
+        groupId,
+        batchSize: 100,
+        signal: stop.signal,
+        onProgress: (progress) => {
+          if (progress.replayed >= 100) stop.abort();
+        },
+      });
+      expect(first.interrupted).toBe(true);
+      expect(first.replayed).toBeGreaterThanOrEqual(100);
+      expect(first.replayed).toBeLessThan(ids.length);
+      const second = await replayDeadLetters({ kafka, topics, doneStore, groupId, batchSize: 100 });
+      expect(second.interrupted).toBe(false);
+      expect(first.replayed + second.replayed).toBe(ids.length);
+      await expectEachOnce(topics, ids);
+    });
+
     it("when the replay's group rebalances mid-run", async () => {
       const { topics, ids } = await deadLetterTopic();
       const groupId = `${topics.main}-group.replay`;
