@@ -88,7 +88,18 @@ export function registerPublishCommand(program: Command): void {
         process.exit(1);
       }
 
-      const source = eventSource(file, flags);
+      // Ctrl-C (or SIGTERM) ends the input: what was read is published, and the summary says how far
+      // that got; a second signal exits at once.
+      const stop = new AbortController();
+      let signalled: NodeJS.Signals | undefined;
+      const onSignal = (name: NodeJS.Signals) => {
+        signalled = name;
+        if (!flags.quiet) console.error('stopping: publishing what was read (again to exit now)');
+        stop.abort();
+      };
+      process.once('SIGINT', onSignal);
+      process.once('SIGTERM', onSignal);
+      const source = eventSource(file, flags, stop.signal);
       const total = flags.generate;
       const started = Date.now();
       let lastReport = 0;
@@ -106,8 +117,19 @@ export function registerPublishCommand(program: Command): void {
       const seconds = (Date.now() - started) / 1000;
       if (!flags.quiet)
         console.error(`published ${result.published} events to ${topic} in ${seconds.toFixed(1)} s`);
-      console.log(JSON.stringify({ published: result.published, invalid: result.invalid, topic, seconds }));
+      console.log(
+        JSON.stringify({
+          published: result.published,
+          invalid: result.invalid,
+          topic,
+          seconds,
+          interrupted: signalled !== undefined,
+          ...source.position(),
+        }),
+      );
       if (result.invalid > 0) process.exitCode = 1;
+      // As a shell reports a job ended by the signal: 128 + its number.
+      if (signalled) process.exitCode = signalled === 'SIGTERM' ? 143 : 130;
     });
 }
 
@@ -125,18 +147,33 @@ async function exitUnlessReadable(file: string): Promise<void> {
   process.exit(2);
 }
 
-/** The events to publish, and how to name a refused one: its line in a file or stdin, else its number. */
+/**
+ * The events to publish, how to name a refused one (its line in a file or stdin, else its number), and
+ * how far the input was read. `signal` ends the input early: the events read so far are still published.
+ */
 function eventSource(
   file: string | undefined,
   flags: PublishFlags,
-): { events: AsyncIterable<Buffer> | Iterable<unknown>; where(error: InvalidEventError): string } {
+  signal: AbortSignal,
+): {
+  events: AsyncIterable<Buffer> | Iterable<unknown>;
+  where(error: InvalidEventError): string;
+  /** For a file or stdin: the lines read, blank ones included (a stopped run resumes after them). */
+  position(): { lines?: number };
+} {
   if (flags.generate !== undefined) {
     const events = generateEvents({
       count: flags.generate,
       deadTokenRatio: flags.deadTokenRatio,
       ...(flags.tenants ? { tenants: flags.tenants.split(',').filter(Boolean) } : {}),
     });
-    return { events, where: (error) => `event ${error.index}` };
+    function* untilStopped(): Generator<unknown> {
+      for (const event of events) {
+        if (signal.aborted) return;
+        yield event;
+      }
+    }
+    return { events: untilStopped(), where: (error) => `event ${error.index}`, position: () => ({}) };
   }
   // Blank lines are skipped but counted, so that a refusal names the line an editor shows; publishEvents
   // checks each line as soon as it is read, so the line read last is the one refused.
@@ -149,10 +186,20 @@ function eventSource(
         'reading events from stdin, one JSON object per line; Ctrl-D ends (or give a file, or --generate N)',
       );
     const input = fromStdin ? process.stdin : createReadStream(file);
-    for await (const line of byteLines(input)) {
-      current++;
-      if (!isBlank(line)) yield line;
+    // Ends a read that waits for input (stdin) as well; a line not read whole is not published.
+    const end = () => input.destroy();
+    signal.addEventListener('abort', end, { once: true });
+    try {
+      for await (const line of byteLines(input)) {
+        if (signal.aborted) return;
+        current++;
+        if (!isBlank(line)) yield line;
+      }
+    } catch (error) {
+      if (!signal.aborted) throw error;
+    } finally {
+      signal.removeEventListener('abort', end);
     }
   }
-  return { events: lines(), where: () => `line ${current}` };
+  return { events: lines(), where: () => `line ${current}`, position: () => ({ lines: current }) };
 }

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -131,5 +131,59 @@ describe('aqueduct publish reading a file as bytes', () => {
     ).map((m) => m.value);
     expect(values).toContainEqual(Buffer.from(valid('latin-1', 'Café'), 'latin1'));
     expect(values).toHaveLength(3);
+  });
+});
+
+describe('aqueduct publish stopped by Ctrl-C', () => {
+  it('publishes what it read, says how far that was, and exits 130', async () => {
+    const topic = `cli-stop-${randomUUID().slice(0, 8)}`;
+    const event = (i: number) =>
+      JSON.stringify({
+        id: `stop-${i}`,
+        platform: 'fcm',
+        token: `tok-${i}`,
+        notification: { title: 't', body: 'b' },
+      });
+    const child = spawn(process.execPath, [CLI, 'publish', '--topic', topic, '--create-topic'], {
+      env: {
+        ...process.env,
+        KAFKA_BROKERS: inject('kafkaBrokers').join(','),
+        AQUEDUCT_TOPIC_REPLICATION_FACTOR: '1',
+        AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: '1',
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString('utf8');
+    });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    // 600 lines and stdin left open: the first 500 go out as one batch (its progress line is the cue),
+    // the rest wait for more input, as a producer piping into publish would.
+    const progressed = new Promise<void>((resolve) =>
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString('utf8');
+        if (stderr.includes('published 500')) resolve();
+      }),
+    );
+    child.stdin.write(`${Array.from({ length: 600 }, (_, i) => event(i)).join('\n')}\n`);
+    try {
+      await Promise.race([progressed, exited.then(() => Promise.reject(new Error(stderr)))]);
+      child.kill('SIGINT');
+      expect(await exited, stderr).toBe(130);
+      const summary = JSON.parse(stdout.trim()) as { published: number; interrupted: boolean; lines: number };
+      expect(summary).toMatchObject({ interrupted: true, invalid: 0 });
+      expect(summary.published).toBeGreaterThanOrEqual(500);
+      expect(summary.published).toBe(summary.lines);
+      const published = await readTopic(
+        createKafka({ clientId: 't', brokers: inject('kafkaBrokers') }),
+        topic,
+      );
+      expect(published).toHaveLength(summary.published);
+    } finally {
+      child.stdin.destroy();
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
   });
 });
