@@ -85,3 +85,32 @@ function uncaughtFields(error: unknown): Record<string, unknown> {
   if (!(error instanceof Error)) return { message: String(error) };
   return { name: error.name, message: error.message, stack: error.stack };
 }
+
+/** A one-shot job's Ctrl-C (see {@link stopOnSignal}). */
+export interface SignalStop {
+  /** Aborted by the first SIGINT or SIGTERM. */
+  readonly signal: AbortSignal;
+  /** The exit status a shell reports for a job the signal ended (130, 143), or undefined without one. */
+  exitCode(): number | undefined;
+}
+
+/**
+ * The first SIGINT or SIGTERM asks a one-shot job (publish, replay) to stop cleanly, and `notice` says
+ * so on stderr (unless undefined); a second one finds no handler left and ends the process at once.
+ */
+export function stopOnSignal(notice: string | undefined): SignalStop {
+  const stop = new AbortController();
+  let signalled: NodeJS.Signals | undefined;
+  const onSignal = (name: NodeJS.Signals) => {
+    signalled = name;
+    if (notice !== undefined) console.error(`${notice} (again to exit now)`);
+    stop.abort();
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  return {
+    signal: stop.signal,
+    // 128 + the signal's number.
+    exitCode: () => (signalled === undefined ? undefined : signalled === 'SIGTERM' ? 143 : 130),
+  };
+}

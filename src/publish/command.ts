@@ -6,6 +6,7 @@ import { createKafka } from '../kafka/client.ts';
 import { connectionNotice } from '../kafka/connection-notice.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
 import { ensureTopicFamily, missingTopics } from '../kafka/topics.ts';
+import { stopOnSignal } from '../lifecycle.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
 import { kafkaSecurityOptions, topicDurabilityOf } from '../settings-options.ts';
 import { startTracing } from '../telemetry/tracing.ts';
@@ -89,16 +90,8 @@ export function registerPublishCommand(program: Command): void {
       }
 
       // Ctrl-C (or SIGTERM) ends the input: what was read is published, and the summary says how far
-      // that got; a second signal exits at once.
-      const stop = new AbortController();
-      let signalled: NodeJS.Signals | undefined;
-      const onSignal = (name: NodeJS.Signals) => {
-        signalled = name;
-        if (!flags.quiet) console.error('stopping: publishing what was read (again to exit now)');
-        stop.abort();
-      };
-      process.once('SIGINT', onSignal);
-      process.once('SIGTERM', onSignal);
+      // that got.
+      const stop = stopOnSignal(flags.quiet ? undefined : 'stopping: publishing what was read');
       const source = eventSource(file, flags, stop.signal);
       const total = flags.generate;
       const started = Date.now();
@@ -123,13 +116,12 @@ export function registerPublishCommand(program: Command): void {
           invalid: result.invalid,
           topic,
           seconds,
-          interrupted: signalled !== undefined,
+          interrupted: source.cut(),
           ...source.position(),
         }),
       );
       if (result.invalid > 0) process.exitCode = 1;
-      // As a shell reports a job ended by the signal: 128 + its number.
-      if (signalled) process.exitCode = signalled === 'SIGTERM' ? 143 : 130;
+      if (source.cut()) process.exitCode = stop.exitCode();
     });
 }
 
@@ -149,7 +141,7 @@ async function exitUnlessReadable(file: string): Promise<void> {
 
 /**
  * The events to publish, how to name a refused one (its line in a file or stdin, else its number), and
- * how far the input was read. `signal` ends the input early: the events read so far are still published.
+ * how far the input was read. `signal` ends the input early (`cut`): what was read is still published.
  */
 function eventSource(
   file: string | undefined,
@@ -160,7 +152,10 @@ function eventSource(
   where(error: InvalidEventError): string;
   /** For a file or stdin: the lines read, blank ones included (a stopped run resumes after them). */
   position(): { lines?: number };
+  /** True when `signal` ended the input before its end. */
+  cut(): boolean;
 } {
+  let cut = false;
   if (flags.generate !== undefined) {
     const events = generateEvents({
       count: flags.generate,
@@ -169,11 +164,17 @@ function eventSource(
     });
     function* untilStopped(): Generator<unknown> {
       for (const event of events) {
-        if (signal.aborted) return;
+        cut = signal.aborted;
+        if (cut) return;
         yield event;
       }
     }
-    return { events: untilStopped(), where: (error) => `event ${error.index}`, position: () => ({}) };
+    return {
+      events: untilStopped(),
+      where: (error) => `event ${error.index}`,
+      position: () => ({}),
+      cut: () => cut,
+    };
   }
   // Blank lines are skipped but counted, so that a refusal names the line an editor shows; publishEvents
   // checks each line as soon as it is read, so the line read last is the one refused.
@@ -191,15 +192,22 @@ function eventSource(
     signal.addEventListener('abort', end, { once: true });
     try {
       for await (const line of byteLines(input)) {
-        if (signal.aborted) return;
+        cut = signal.aborted;
+        if (cut) return;
         current++;
         if (!isBlank(line)) yield line;
       }
     } catch (error) {
-      if (!signal.aborted) throw error;
+      cut = signal.aborted;
+      if (!cut) throw error;
     } finally {
       signal.removeEventListener('abort', end);
     }
   }
-  return { events: lines(), where: () => `line ${current}`, position: () => ({ lines: current }) };
+  return {
+    events: lines(),
+    where: () => `line ${current}`,
+    position: () => ({ lines: current }),
+    cut: () => cut,
+  };
 }

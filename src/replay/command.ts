@@ -4,6 +4,7 @@ import { createKafka } from '../kafka/client.ts';
 import { connectionNotice } from '../kafka/connection-notice.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
 import { missingTopics } from '../kafka/topics.ts';
+import { stopOnSignal } from '../lifecycle.ts';
 import { DoneStore } from '../pipeline/done-store.ts';
 import { DEAD_LETTER_KINDS } from '../pipeline/outcomes.ts';
 import { createRedis } from '../redis/client.ts';
@@ -81,16 +82,8 @@ export function registerReplayCommand(program: Command): void {
       const redis = createRedis(redisConnectionOptions(config), { maxRetriesPerRequest: 2 });
       redis.on('error', () => {}); // reported where a command fails
       // Ctrl-C (or SIGTERM) stops after the part being published, committed, so that a second replay
-      // goes on from there; a second signal exits at once.
-      const stop = new AbortController();
-      let signalled: NodeJS.Signals | undefined;
-      const onSignal = (name: NodeJS.Signals) => {
-        signalled = name;
-        if (!flags.quiet) console.error('stopping after the part in progress (again to exit now)');
-        stop.abort();
-      };
-      process.once('SIGINT', onSignal);
-      process.once('SIGTERM', onSignal);
+      // goes on from there.
+      const stop = stopOnSignal(flags.quiet ? undefined : 'stopping after the part in progress');
       const progress = (s: ReplaySummary) => {
         if (!flags.quiet)
           console.error(`read ${s.read}, ${flags.dryRun ? 'would replay' : 'replayed'} ${s.replayed}`);
@@ -115,8 +108,7 @@ export function registerReplayCommand(program: Command): void {
         console.log(
           JSON.stringify({ from: topics.deadLetter, to: topics.main, dryRun: flags.dryRun, ...summary }),
         );
-        // As a shell reports a job ended by the signal: 128 + its number.
-        if (summary.interrupted) process.exitCode = signalled === 'SIGTERM' ? 143 : 130;
+        if (summary.interrupted) process.exitCode = stop.exitCode();
       } finally {
         redis.disconnect();
       }

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createKafka } from '../../src/kafka/client.ts';
@@ -9,6 +8,7 @@ import { publishEvents } from '../../src/publish/publisher.ts';
 import { LocalKafka } from '../../src/services/index.ts';
 import { type ConsumerProcess, fleetEnv, spawnConsumer } from '../../testkit/fleet.ts';
 import { type Simulators, startSimulators } from '../../testkit/simulators.ts';
+import { startSilentServer } from '../helpers/silent-server.ts';
 
 /**
  * After SIGTERM, `aqueduct consume` exits by itself within AQUEDUCT_SHUTDOWN_TIMEOUT_MS, also right after
@@ -115,16 +115,10 @@ describe('aqueduct consume stopped while Redis does not answer', () => {
     await publishEvents(client, [...generateEvents({ count: 200 })], { topic });
     // A Redis that accepts connections and never answers (hung, or its replies lost on the way): ioredis
     // stays connecting and never flushes the calls it holds.
-    const sockets = new Set<Socket>();
-    const silent = createServer((socket) => {
-      sockets.add(socket);
-      socket.on('error', () => {});
-    });
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    const { port } = silent.address() as AddressInfo;
+    const silent = await startSilentServer();
     const consumer = spawnConsumer('no-redis', {
       ...consumerEnv(topic),
-      REDIS_URL: `redis://127.0.0.1:${port}`,
+      REDIS_URL: `redis://127.0.0.1:${silent.port}`,
     });
     try {
       await consumer.joined();
@@ -135,8 +129,7 @@ describe('aqueduct consume stopped while Redis does not answer', () => {
       expect(messages(consumer)).not.toContain('drain timed out');
     } finally {
       if (consumer.ended === undefined) await consumer.kill();
-      for (const socket of sockets) socket.destroy();
-      await new Promise((resolve) => silent.close(resolve));
+      await silent.close();
     }
   }, 120_000);
 });

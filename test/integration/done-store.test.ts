@@ -1,10 +1,10 @@
-import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DoneStore, type DoneStoreOptions } from '../../src/pipeline/done-store.ts';
 import { defineScripts, replyFields, scriptCall } from '../../src/redis/scripts.ts';
 import { type TestRedis, testRedis } from '../helpers/redis.ts';
+import { startSilentServer } from '../helpers/silent-server.ts';
 
 /**
  * The dedupe memory against a real Redis: finished offsets per partition, trimmed by Kafka's commit,
@@ -150,15 +150,14 @@ describe('DoneStore', () => {
 
 describe('DoneStore on a Redis that does not answer', () => {
   it('fails a lookup and a mark after timeoutMs rather than waiting for the connection', async () => {
-    // Accepts connections and never answers: ioredis stays connecting and holds every call.
-    const sockets = new Set<Socket>();
-    const silent = createServer((socket) => {
-      sockets.add(socket);
-      socket.on('error', () => {});
+    // ioredis stays connecting and holds every call.
+    const silent = await startSilentServer();
+    const client = new Redis({
+      host: '127.0.0.1',
+      port: silent.port,
+      maxRetriesPerRequest: 2,
+      lazyConnect: true,
     });
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    const { port } = silent.address() as AddressInfo;
-    const client = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 2, lazyConnect: true });
     client.on('error', () => {});
     try {
       const hung = new DoneStore(client, {
@@ -177,8 +176,7 @@ describe('DoneStore on a Redis that does not answer', () => {
       await hung.settled();
     } finally {
       client.disconnect();
-      for (const socket of sockets) socket.destroy();
-      await new Promise((resolve) => silent.close(resolve));
+      await silent.close();
     }
   });
 });
