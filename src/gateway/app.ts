@@ -5,10 +5,10 @@ import type { Logger } from '../log.ts';
 import { jsonErrorWithoutInput } from '../redact.ts';
 import { type Admission, policyHeaders, rateLimitHeaders, type TenantAdmission } from './admission.ts';
 import { type ApiKeys, credentialFieldLines } from './api-keys.ts';
-import { boundedFastify, type ConnectionLimits } from './bounded-server.ts';
+import { boundedFastify, type ConnectionLimits, expectsContinue } from './bounded-server.ts';
 import type { TenantLimit } from './config.ts';
 import { prepareBody } from './events.ts';
-import { acceptUtf8Json, BODY_ERRORS, refusalBeforeBody } from './json-body.ts';
+import { acceptUtf8Json, announcesBody, BODY_ERRORS, refusalBeforeBody } from './json-body.ts';
 import { KafkaUnavailableError } from './kafka-unavailable.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import { endRequestTrace, startPublishTrace, startRequestTrace } from './tracing.ts';
@@ -130,6 +130,14 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
     });
   };
 
+  // Any other route or method is answered before its body is read, so that neither a body nor a wait
+  // for `100 Continue` decides the answer; a body announced and left unread closes the connection.
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.routeOptions.url === INGEST) return;
+    if (announcesBody(request)) reply.headers(BEFORE_BODY);
+    return answerUnrouted(request, reply);
+  });
+
   // Authentication first, then the request's own admission unit: an unknown caller learns nothing
   // about the body rules, and neither it nor a throttled tenant costs any reading or parsing.
   app.addHook('onRequest', async (request, reply) => {
@@ -180,7 +188,7 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
         ...BEFORE_BODY,
       });
     }
-    if (request.headers.expect?.toLowerCase() === '100-continue') {
+    if (expectsContinue(request.raw)) {
       // What the header fields already refuse is answered now, so that body is never sent either.
       const code = refusalBeforeBody(request, options.maxBodyBytes);
       const refusal = code === undefined ? undefined : bodyRefusals.get(code);
@@ -213,18 +221,8 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
     return answer(request, reply, 500, { error: 'internal', message: 'internal error' }, headers);
   });
 
-  // In the API's own error shape, not fastify's; the ingest path names the one method it takes. A POST
-  // gets here only on another spelling of the path (`/v1/../v1/notifications`, which the router does
-  // not resolve): the method is right and the route is not, so that is a 404.
-  app.setNotFoundHandler(async (request, reply) => {
-    if (request.method !== 'POST' && pathOf(request.url) === INGEST) {
-      return reply
-        .code(405)
-        .header('allow', 'POST')
-        .send({ error: 'method-not-allowed', message: `${INGEST} takes POST only` });
-    }
-    return reply.code(404).send({ error: 'not-found', message: `no such route; the API is POST ${INGEST}` });
-  });
+  // The first hook answers these; the handler keeps fastify's own 404 shape from ever showing.
+  app.setNotFoundHandler(async (request, reply) => answerUnrouted(request, reply));
 
   app.post(INGEST, async (request, reply) => {
     const tenant = tenants.get(request) as string;
@@ -343,6 +341,22 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
 }
 
 /** The path of a request target, origin-form (`/p?q`) or absolute-form (`http://host/p`). */
+/**
+ * The answer to a request for anything but the ingest route, in the API's own error shape. The ingest
+ * path names the one method it takes. A POST gets a 404 only on another spelling of the path
+ * (`/v1/../v1/notifications`, which the router does not resolve): the method is right and the route
+ * is not.
+ */
+function answerUnrouted(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  if (request.method !== 'POST' && pathOf(request.url) === INGEST) {
+    return reply
+      .code(405)
+      .header('allow', 'POST')
+      .send({ error: 'method-not-allowed', message: `${INGEST} takes POST only` });
+  }
+  return reply.code(404).send({ error: 'not-found', message: `no such route; the API is POST ${INGEST}` });
+}
+
 function pathOf(target: string): string | undefined {
   try {
     return new URL(target, 'http://gateway').pathname;

@@ -31,9 +31,10 @@ export interface BoundedServerOptions {
   bodyLimit?: number;
   /**
    * Told the status of every request refused before it reaches a route: broken framing (400), a missed
-   * deadline (408), headers too large (431), a missing Host (400), an unsupported transfer coding (501)
-   * or HTTP version (505), an expectation other than 100-continue (417), CONNECT (405), or a request
-   * that arrives while the app closes (503).
+   * deadline (408), headers too large (431), a missing, repeated or invalid Host or a repeated
+   * Content-Type (400), an unsupported transfer coding or method (501) or HTTP version (505), an
+   * expectation other than 100-continue (417), CONNECT (405), or a request that arrives while the app
+   * closes (503).
    */
   onRefused?: (status: number) => void;
 }
@@ -84,6 +85,10 @@ export function boundedFastify(
     },
   });
   app.server.maxConnections = l.maxConnections;
+  // A client may send its requests and then half-close its side (FIN) while it waits for the answers.
+  // Node's default drops what it has not yet answered at that FIN; with this set it answers them and
+  // closes after the last (requests cut short by the FIN are still refused as broken framing).
+  (app.server as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
   // A request arriving while the app closes (on a kept-alive connection: the server takes no new
   // ones) is not served: it may not be written to Kafka by a process on its way out.
   app.addHook('onRequest', (_request, reply, done) => {
@@ -94,8 +99,6 @@ export function boundedFastify(
         'the gateway is shutting down and took nothing: send the request again (another instance takes it)',
     });
   });
-  // RFC 9112 §3.2: "A server MUST respond with a 400 (Bad Request) status code to any HTTP/1.1 request
-  // message that lacks a Host header field".
   // RFC 9112 §6.1: "A server that receives a request message with a transfer coding it does not
   // understand SHOULD respond with 501". Node decodes chunked only and would hand the rest on as it is.
   app.addHook('onRequest', (request, reply, done) => {
@@ -111,27 +114,28 @@ export function boundedFastify(
   // the client spoke that.
   app.addHook('onRequest', (request, reply, done) => {
     if (request.raw.httpVersionMajor === 1) return done();
-    void refuse(reply, 505, {
-      error: 'http-version-not-supported',
-      message: `HTTP/${request.raw.httpVersion} is not supported: this API speaks HTTP/1.1 (and 1.0)`,
-    });
+    void refuse(reply, 505, HTTP_VERSION_NOT_SUPPORTED);
   });
   app.addHook('onRequest', (request, reply, done) => {
-    if (request.raw.httpVersion !== '1.1' || request.headers.host !== undefined) return done();
-    void refuse(reply, 400, {
-      error: 'bad-request',
-      message: 'an HTTP/1.1 request needs a Host header field (RFC 9112 §3.2)',
-    });
+    const problem = framingProblem(request.raw);
+    if (problem === undefined) return done();
+    void refuse(reply, 400, { error: 'bad-request', message: problem });
+  });
+  // RFC 9110 §10.1.1: Expect is a list, and 100-continue (with no parameters) the only expectation
+  // defined. Node hands any value that merely contains `100-continue` on as one to continue, and never
+  // looks at an HTTP/1.0 request's (which a server must ignore), so the list is read here in full.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.raw.httpVersion !== '1.1' || request.headers.expect === undefined) return done();
+    if (request.headers.expect.split(',').every((member) => member.trim().toLowerCase() === '100-continue'))
+      return done();
+    void refuse(reply, 417, EXPECTATION_FAILED);
   });
   // RFC 9110 §10.1.1: an expectation other than 100-continue is answered 417. Node does that itself
   // with an empty body and keeps the connection; this answers in the API's shape and closes it, as
   // the other refusals made before the body is read do.
   app.server.on('checkExpectation', (_request: IncomingMessage, response: ServerResponse) => {
     onRefused(417);
-    const json = JSON.stringify({
-      error: 'expectation-failed',
-      message: 'the only expectation this API meets is "Expect: 100-continue"',
-    });
+    const json = JSON.stringify(EXPECTATION_FAILED);
     response.writeHead(417, {
       'content-type': 'application/json; charset=utf-8',
       'content-length': Buffer.byteLength(json),
@@ -221,6 +225,64 @@ function unsupportedTransferCoding(field: string | undefined): string | undefine
   return undefined;
 }
 
+/** The answer to a request in another major version of HTTP. */
+const HTTP_VERSION_NOT_SUPPORTED = {
+  error: 'http-version-not-supported',
+  message: 'this API speaks HTTP/1.1 (and 1.0) only',
+};
+
+/** The answer to an expectation other than 100-continue. */
+const EXPECTATION_FAILED = {
+  error: 'expectation-failed',
+  message: 'the only expectation this API meets is "Expect: 100-continue"',
+};
+
+/**
+ * Whether the client waits for `100 Continue` before it sends its body: an HTTP/1.1 request whose
+ * Expect field (checked by `boundedFastify` to hold 100-continue alone) is there. An HTTP/1.0 client
+ * must not be sent a 1xx answer (RFC 9110 §15.2), and its Expect is ignored (§10.1.1).
+ */
+export function expectsContinue(request: IncomingMessage): boolean {
+  return request.httpVersion === '1.1' && request.headers.expect !== undefined;
+}
+
+/**
+ * A request's framing fault among those Node lets through, in words for the client, or undefined:
+ * - a missing Host in HTTP/1.1, more than one Host field, or one whose value is not `host[:port]`
+ *   (RFC 9112 §3.2: "A server MUST respond with a 400 (Bad Request) status code to any HTTP/1.1 request
+ *   message that lacks a Host header field and to any request message that contains more than one Host
+ *   header field line or a Host header field with an invalid field value");
+ * - more than one Content-Type field: Node reads the first where a proxy in front may read the last;
+ * - an HTTP/1.0 request with Transfer-Encoding (RFC 9112 §6.1: its framing is faulty, and a recipient
+ *   that ignores the field would split the bytes into other requests).
+ */
+function framingProblem(request: IncomingMessage): string | undefined {
+  const hosts = fieldLines(request.rawHeaders, 'host');
+  if (hosts.length === 0 && request.httpVersion === '1.1')
+    return 'an HTTP/1.1 request needs a Host header field (RFC 9112 §3.2)';
+  if (hosts.length > 1) return 'more than one Host header field (RFC 9112 §3.2)';
+  if (hosts.length === 1 && !HOST_VALUE.test(hosts[0] ?? ''))
+    return 'the Host header field is not host[:port] (RFC 9112 §3.2)';
+  if (fieldLines(request.rawHeaders, 'content-type').length > 1)
+    return 'more than one Content-Type header field (RFC 9110 §8.3)';
+  if (request.httpVersion === '1.0' && request.headers['transfer-encoding'] !== undefined)
+    return 'an HTTP/1.0 request cannot use Transfer-Encoding (RFC 9112 §6.1): send Content-Length';
+  return undefined;
+}
+
+/** RFC 3986 `uri-host [":" port]`, as a Host field holds it (empty is allowed, RFC 9112 §3.2). */
+const HOST_VALUE =
+  /^(?:\[[0-9A-Fa-f:.]+\]|\[v[0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(?::[0-9]*)?$/;
+
+/** The values of every line of one header field, by its lower-case name, in `rawHeaders`. */
+function fieldLines(rawHeaders: string[], name: string): string[] {
+  const values: string[] = [];
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]?.toLowerCase() === name) values.push(rawHeaders[i + 1] ?? '');
+  }
+  return values;
+}
+
 /** Apps that are closing: their requests are answered 503 (see `boundedFastify`). */
 const closingApps = new WeakSet<FastifyInstance>();
 /** Each app's open connections. */
@@ -278,9 +340,26 @@ function answerClientError(
         ]
       : error.code === 'HPE_HEADER_OVERFLOW'
         ? [431, { error: 'headers-too-large', message: 'the request headers are larger than 16 KiB' }]
-        : [400, { error: 'bad-request', message: 'not a well-formed HTTP/1.1 request' }];
+        : error.code === 'HPE_INVALID_METHOD'
+          ? // RFC 9110 §9.1: a method the server does not recognize SHOULD be answered 501.
+            [501, { error: 'not-implemented', message: 'unknown request method: this API takes POST' }]
+          : error.code === 'HPE_INVALID_VERSION' && requestLineMajorVersion(error) !== '1'
+            ? [505, HTTP_VERSION_NOT_SUPPORTED]
+            : [400, { error: 'bad-request', message: 'not a well-formed HTTP/1.1 request' }];
   answerAndClose(socket, status, body, {}, error);
   return status;
+}
+
+/**
+ * The major version named by the request line the parser failed in (`HTTP/3.0`: "3"), or undefined
+ * when the line cannot be told. A minor version the parser does not know (`HTTP/1.2`) stays a 400.
+ */
+function requestLineMajorVersion(error: Error & { rawPacket?: unknown; bytesParsed?: unknown }) {
+  if (!Buffer.isBuffer(error.rawPacket) || typeof error.bytesParsed !== 'number') return undefined;
+  const text = error.rawPacket.toString('latin1');
+  const start = text.lastIndexOf('\n', error.bytesParsed - 1) + 1;
+  const line = /^[^\r\n]*/.exec(text.slice(start))?.[0] ?? '';
+  return / HTTP\/(\d+)\.\d+$/.exec(line)?.[1];
 }
 
 /** Writes one answer in the API's error shape straight to the socket, then closes the connection. */

@@ -43,6 +43,12 @@ export function acceptUtf8Json(app: FastifyInstance): void {
       done(bodyError(BODY_ERRORS.notUtf8, 400, 'the body is not UTF-8'));
       return;
     }
+    // The decoder drops one byte order mark (RFC 8259 §8.1 lets a parser ignore it) and
+    // secure-json-parse would drop a second: a U+FEFF left after the first is not JSON whitespace.
+    if (text.charCodeAt(0) === 0xfeff) {
+      done(bodyError('FST_ERR_CTP_INVALID_JSON_BODY', 400, 'a second byte order mark at position 0'));
+      return;
+    }
     secureParse(request, text, (error, value) => {
       if ((error as FastifyError | null)?.code === 'FST_ERR_CTP_INVALID_JSON_BODY' && isJson(text)) {
         done(bodyError(BODY_ERRORS.forbiddenKey, 400, 'forbidden key in the JSON body'));
@@ -73,7 +79,7 @@ export function refusalBeforeBody(request: FastifyRequest, maxBodyBytes: number)
  * Whether the request says a body follows (RFC 9112 §6.3: a `Transfer-Encoding`, or a `Content-Length`
  * other than 0). fastify refuses such a body without a `Content-Type` as of no media type it parses.
  */
-function announcesBody(request: FastifyRequest): boolean {
+export function announcesBody(request: FastifyRequest): boolean {
   const length = request.headers['content-length'];
   return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }

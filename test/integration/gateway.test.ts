@@ -222,6 +222,8 @@ describe('gateway on real Kafka and Redis', () => {
         'unsupported-media-type',
       ],
       [{ 'content-encoding': 'gzip' }, gzipSync(cafe), 415, 'unsupported-content-encoding'],
+      // One byte order mark may be ignored (RFC 8259 §8.1); a second is not JSON whitespace.
+      [{}, Buffer.from(`\uFEFF\uFEFF${cafe}`, 'utf8'), 400, 'invalid-json'],
     ];
     for (const [headers, body, status, error] of encodings) {
       const answer = await fetch(`${gw.gateway.url}/v1/notifications`, {
@@ -311,6 +313,26 @@ describe('gateway on real Kafka and Redis', () => {
     expect(dotted).toMatch(/^HTTP\/1\.1 404 /);
     expect(dotted).toContain('"error":"not-found"');
     expect((await fetch(`${admin}/v1/notifications`, { method: 'POST' })).status).toBe(404);
+    // Another route or method is answered at once, whatever its body: not read, not waited for after
+    // `Expect: 100-continue`, and the connection closed rather than left to parse it as a request.
+    const bodyHead = `Host: x\r\nAuthorization: Bearer ${ACME}\r\nContent-Type: application/json\r\n`;
+    for (const [request, status] of [
+      [`POST /nope HTTP/1.1\r\n${bodyHead}Content-Length: 2\r\nExpect: 100-continue\r\n\r\n`, 404],
+      [
+        `POST /v1/notifications/ HTTP/1.1\r\n${bodyHead}Content-Length: 2\r\nExpect: 100-continue\r\n\r\n`,
+        404,
+      ],
+      [`PUT /v1/notifications HTTP/1.1\r\n${bodyHead}Content-Length: 2\r\nExpect: 100-continue\r\n\r\n`, 405],
+      [`POST /nope HTTP/1.1\r\n${bodyHead}Content-Length: 3\r\n\r\n{x}`, 404],
+      [`PATCH /v1/notifications HTTP/1.1\r\n${bodyHead}Content-Length: ${10 ** 9}\r\n\r\n`, 405],
+      [`QUERY /v1/notifications HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}`, 405],
+    ] as const) {
+      const started = Date.now();
+      const response = await sendRaw(gw.gateway.port, request);
+      expect(response, request).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+      expect(response.toLowerCase(), request).toContain('connection: close');
+      expect(Date.now() - started, request).toBeLessThan(5_000); // not the 20 s request timeout
+    }
   });
 
   it('charges a unit per request before reading the body: a tenant flooding invalid requests gets 429s', async () => {
@@ -456,6 +478,29 @@ describe('gateway on real Kafka and Redis', () => {
     } finally {
       socket.destroy();
     }
+
+    // An HTTP/1.0 client is never sent a 1xx answer, and its Expect is ignored (RFC 9110 §10.1.1, §15.2).
+    const event10 = JSON.stringify(sampleEvent('cont-2', { id: 'continued-2' }));
+    const answer10 = await sendRaw(
+      gw.gateway.port,
+      `${head(GLOBEX).replace('HTTP/1.1', 'HTTP/1.0').replace(`${event.length}`, `${event10.length}`)}${event10}`,
+    );
+    expect(answer10).toMatch(/^HTTP\/1\.1 202 /);
+    expect(answer10).toContain('{"ids":["continued-2"]}');
+  });
+
+  it('answers the requests a client sent before half-closing its side of the connection', async () => {
+    const events = ['half-1', 'half-2'].map((id) => JSON.stringify(sampleEvent(id, { id })));
+    const requests = events
+      .map(
+        (event) =>
+          `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${GLOBEX}\r\nContent-Type: application/json\r\nContent-Length: ${event.length}\r\n\r\n${event}`,
+      )
+      .join('');
+    const response = await sendRaw(gw.gateway.port, requests, { halfClose: true });
+    const answers = response.split(/(?=HTTP\/1\.1 \d{3} )/);
+    expect(answers.map((answer) => answer.slice(0, 12))).toEqual(['HTTP/1.1 202', 'HTTP/1.1 202']);
+    expect(answers[1]).toContain('{"ids":["half-2"]}');
   });
 
   it('refuses before 100 Continue a body its header fields already refuse: too large, not JSON or untyped, another charset, compressed', async () => {
@@ -520,6 +565,27 @@ describe('gateway on real Kafka and Redis', () => {
         ],
         // Node closes a CONNECT's socket unanswered unless told otherwise.
         ['CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 405, 'method-not-allowed'],
+        // RFC 9112 §3.2: more than one Host, or one that is not host[:port], is a 400.
+        [`${head}Host: y\r\nContent-Length: 2\r\n\r\n{}`, 400, 'bad-request'],
+        [`${head.replace('Host: x', 'Host: a b/c')}Content-Length: 2\r\n\r\n{}`, 400, 'bad-request'],
+        // Node reads the first Content-Type, a proxy in front may read the last.
+        [`${head}Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}`, 400, 'bad-request'],
+        // RFC 9112 §6.1: HTTP/1.0 has no Transfer-Encoding; a recipient that ignores it splits the bytes otherwise.
+        [
+          `${head.replace('HTTP/1.1', 'HTTP/1.0')}Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`,
+          400,
+          'bad-request',
+        ],
+        // Expect is a list (RFC 9110 §10.1.1): Node sees 100-continue in these and would wait for the body.
+        [`${head}Expect: 100-continue, a-feature\r\nContent-Length: 2\r\n\r\n`, 417, 'expectation-failed'],
+        [`${head}Expect: 100-continue;x=1\r\nContent-Length: 2\r\n\r\n`, 417, 'expectation-failed'],
+        // Versions and methods Node's parser refuses itself.
+        [
+          `POST /v1/notifications HTTP/3.0\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}`,
+          505,
+          'http-version-not-supported',
+        ],
+        ['FOO /v1/notifications HTTP/1.1\r\nHost: x\r\n\r\n', 501, 'not-implemented'],
       ];
       for (const [request, status, error] of cases) {
         const response = await sendRaw(framed.gateway.port, request);
@@ -548,7 +614,7 @@ describe('gateway on real Kafka and Redis', () => {
           ([, status, count]) => [status, Number(count)],
         ),
       );
-      expect(refused).toEqual({ '400': 5, '405': 1, '417': 1, '431': 1, '501': 1, '505': 1 });
+      expect(refused).toEqual({ '400': 9, '405': 1, '417': 3, '431': 1, '501': 2, '505': 2 });
     } finally {
       await framed.close();
     }
@@ -574,10 +640,16 @@ describe('gateway on real Kafka and Redis', () => {
   });
 });
 
-/** Sends `request` as is on a new connection; what the server wrote before it closed (10 s at most). */
-function sendRaw(port: number, request: string): Promise<string> {
+/**
+ * Sends `request` as is on a new connection (then half-closes it, with `halfClose`); what the server
+ * wrote before it closed (10 s at most).
+ */
+function sendRaw(port: number, request: string, options: { halfClose?: boolean } = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write(request));
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.write(request);
+      if (options.halfClose) socket.end();
+    });
     let response = '';
     const giveUp = setTimeout(() => {
       socket.destroy();
