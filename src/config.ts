@@ -66,7 +66,7 @@ export const configSchema = z.object({
   AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: positiveInt
     .default(2)
     .describe(
-      '`min.insync.replicas` of the topics Aqueduct creates: how many copies an acknowledged (acks: -1) write is on. At start, an existing topic below these settings is warned about. A single-broker cluster sets 1.',
+      '`min.insync.replicas` of the topics Aqueduct creates: how many copies an acknowledged (acks: -1) write is on. At start, an existing topic below these settings is warned about, as is one that is compacted (`cleanup.policy=compact`) or whose `max.message.bytes` is below the largest record Aqueduct may write there. A single-broker cluster sets 1.',
     ),
   AQUEDUCT_GROUP_ID: z
     .string()

@@ -18,6 +18,8 @@ export function redactUrl(url: string): string {
 export function jsonErrorWithoutInput(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
   const quoted = message.search(/(^|, )(\.\.\.)?"/);
-  const kept = quoted < 0 ? message : message.slice(0, quoted);
+  const kept = (quoted < 0 ? message : message.slice(0, quoted))
+    // `Unexpected token 's'` quotes a character of the input too.
+    .replace(/^Unexpected token .*$/s, 'Unexpected token');
   return (kept || 'not valid JSON').slice(0, 120);
 }

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
-import { durabilityWarnings } from '../kafka/topics.ts';
+import { topicWarnings } from '../kafka/topics.ts';
 import { listenOrExplain } from '../lifecycle.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { createLogger, type Logger } from '../log.ts';
@@ -210,7 +210,7 @@ async function warnAboutDurability(kafka: Kafka, config: GatewayConfig, logger: 
       );
       return;
     }
-    const warnings = await durabilityWarnings(admin, [config.AQUEDUCT_TOPIC], topicDurabilityOf(config));
+    const warnings = await topicWarnings(admin, [config.AQUEDUCT_TOPIC], topicDurabilityOf(config));
     for (const warning of warnings) logger.warn(warning);
   } catch (error) {
     logger.debug({ err: { message: (error as Error).message } }, 'topic durability not checked');

@@ -34,6 +34,37 @@ export function headerString(headers: IHeaders | undefined, name: string): strin
   return typeof first === 'string' ? first : first.toString('utf8');
 }
 
+/**
+ * A consumed message's headers as a producer can write them again, those `keep` accepts:
+ * - in an object without a prototype, so that a header named `__proto__` stays a header (kafkajs 2.2's
+ *   decoder reads one as a repeated header whose first value is `Object.prototype`: only Buffers and
+ *   strings are header values, the rest is dropped);
+ * - a null value (legal in Kafka, ConsoleProducer's `null.marker`) as an empty one, also within a
+ *   repeated header: kafkajs 2.2 cannot write a null header value (its record encoder measures it
+ *   before it checks for null, and throws).
+ */
+export function writableHeaders(headers: IHeaders | undefined, keep: (name: string) => boolean): IHeaders {
+  const out: IHeaders = Object.create(null);
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    if (value === undefined || !keep(name)) continue;
+    if (!Array.isArray(value)) {
+      out[name] = writableValue(value) ?? EMPTY;
+      continue;
+    }
+    const parts = value.map(writableValue).filter((part) => part !== undefined);
+    if (parts.length > 0) out[name] = parts;
+  }
+  return out;
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/** A header value kafkajs can write (null as empty), or undefined for what is no header value at all. */
+function writableValue(part: unknown): Buffer | string | undefined {
+  if (part === null) return EMPTY;
+  return typeof part === 'string' || Buffer.isBuffer(part) ? part : undefined;
+}
+
 /** A numeric header, or `fallback` when absent or not a finite number. */
 export function headerNumber(headers: IHeaders | undefined, name: string, fallback: number): number {
   const text = headerString(headers, name);

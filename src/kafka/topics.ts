@@ -30,7 +30,7 @@ export const SINGLE_BROKER_DURABILITY: TopicDurability = { replicationFactor: 1,
 /**
  * Creates the topics that do not exist yet, with `durability`'s replication factor and
  * `min.insync.replicas` (existing ones are left as they are, whatever their partition count; see
- * {@link durabilityWarnings}), and waits for their leaders.
+ * {@link topicWarnings}), and waits for their leaders.
  */
 export async function ensureTopics(
   admin: Admin,
@@ -83,15 +83,22 @@ function topicCreationError(error: unknown, durability: TopicDurability): unknow
 }
 
 /**
- * One sentence per existing topic whose replication factor or `min.insync.replicas` is below what
- * `durability` asks for, or whose `min.insync.replicas` exceeds its replicas (then every `acks: -1`
- * write fails): such a topic cannot keep the promise an acknowledged write makes. Empty when all is well.
- * Topics that do not exist are skipped.
+ * One sentence per existing topic whose settings break what Aqueduct promises of it; empty when all is
+ * well, and topics that do not exist are skipped:
+ * - a replication factor or `min.insync.replicas` below what `durability` asks for, or a
+ *   `min.insync.replicas` above its replicas (then every `acks: -1` write fails): an acknowledged write
+ *   may be lost;
+ * - `cleanup.policy` with `compact`: compaction keeps only the last record of each key (the events of one
+ *   device, keyed alike, would be dropped before they are read), and a compacted topic refuses records
+ *   without a key (a keyless message's dead letter);
+ * - a `max.message.bytes` below `recordBytes`, the largest record Aqueduct may write there: the broker
+ *   refuses it, and the partition it came from waits until the setting changes.
  */
-export async function durabilityWarnings(
+export async function topicWarnings(
   admin: Admin,
   topics: readonly string[],
   durability: TopicDurability,
+  recordBytes?: number,
 ): Promise<string[]> {
   const existing = new Set(await admin.listTopics());
   const present = topics.filter((topic) => existing.has(topic));
@@ -101,7 +108,7 @@ export async function durabilityWarnings(
     resources: present.map((name) => ({
       type: ConfigResourceTypes.TOPIC,
       name,
-      configNames: ['min.insync.replicas'],
+      configNames: ['min.insync.replicas', 'cleanup.policy', 'max.message.bytes'],
     })),
     includeSynonyms: false,
   });
@@ -109,10 +116,9 @@ export async function durabilityWarnings(
   for (const topic of present) {
     const partitions = metadata.topics.find((t) => t.name === topic)?.partitions ?? [];
     const replicas = Math.min(...partitions.map((p) => p.replicas.length));
-    const entry = configs.resources
-      .find((r) => r.resourceName === topic)
-      ?.configEntries.find((e) => e.configName === 'min.insync.replicas');
-    const minIsr = Number(entry?.configValue ?? 1);
+    const entries = configs.resources.find((r) => r.resourceName === topic)?.configEntries ?? [];
+    const setting = (name: string) => entries.find((e) => e.configName === name)?.configValue;
+    const minIsr = Number(setting('min.insync.replicas') ?? 1);
     const problems: string[] = [];
     if (replicas < durability.replicationFactor)
       problems.push(
@@ -126,6 +132,17 @@ export async function durabilityWarnings(
     if (problems.length > 0) {
       warnings.push(
         `topic ${topic}: ${problems.join('; ')}: an acknowledged (acks: -1) write may be lost or every write refused`,
+      );
+    }
+    if ((setting('cleanup.policy') ?? '').split(',').some((policy) => policy.trim() === 'compact')) {
+      warnings.push(
+        `topic ${topic}: cleanup.policy=${setting('cleanup.policy')}: compaction keeps only the last record of each key and refuses records without one; use cleanup.policy=delete`,
+      );
+    }
+    const maxMessageBytes = Number(setting('max.message.bytes'));
+    if (recordBytes !== undefined && Number.isFinite(maxMessageBytes) && maxMessageBytes < recordBytes) {
+      warnings.push(
+        `topic ${topic}: max.message.bytes=${maxMessageBytes}, below the ${recordBytes} bytes of the largest record Aqueduct may write there (AQUEDUCT_MAX_MESSAGE_BYTES + AQUEDUCT_MAX_HEADER_BYTES + its own headers): the broker refuses such a record, and its partition waits until the setting changes`,
       );
     }
   }

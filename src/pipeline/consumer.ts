@@ -3,7 +3,7 @@ import { derivedTopics, readBackGroupId, type Topics } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
 import { createProducer } from '../kafka/client.ts';
 import { isRebalancing, restartable } from '../kafka/errors.ts';
-import { durabilityWarnings, ensureTopics } from '../kafka/topics.ts';
+import { ensureTopics, topicWarnings } from '../kafka/topics.ts';
 import { poolKey, poolPlan } from '../limiter/pool-policy.ts';
 import { type PoolBucket, TokenPool, type TokenSource } from '../limiter/token-pool.ts';
 import type { Logger } from '../log.ts';
@@ -17,7 +17,7 @@ import {
 } from './consumer-options.ts';
 import { DoneStore } from './done-store.ts';
 import { noopObserver, type PipelineObserver } from './observer.ts';
-import { OutcomeWriter } from './outcome-writer.ts';
+import { OutcomeWriter, OWN_RECORD_BYTES } from './outcome-writer.ts';
 import { Parking } from './parking.ts';
 import { TenantPools } from './tenant-pools.ts';
 import { TenantShares } from './tenant-shares.ts';
@@ -136,6 +136,21 @@ export class NotificationConsumer {
           for (const { partition, offset } of partitions)
             doneStore.committed({ topic, partition: Number(partition) }, offset);
       });
+    // A fetch holding only records a consumer skips (an aborted transaction's, and the transaction
+    // markers) never reaches eachBatch: kafkajs resolves its last offset itself but commits it only if
+    // its auto-commit interval has passed since the last commit, and the empty fetches after it commit
+    // nothing. A partition whose log ends so would keep a lag for good (KEDA scales on it). Everything
+    // below that batch was resolved before kafkajs fetched it, so its end is committed at once.
+    for (const { consumer } of this.members)
+      consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
+        if (payload.batchSize !== 0) return;
+        const offset = (BigInt(payload.lastOffset) + 1n).toString();
+        consumer
+          .commitOffsets([{ topic: payload.topic, partition: payload.partition, offset }])
+          .catch((error: unknown) =>
+            deps.logger.debug({ err: errorSummary(error) }, 'commit past skipped records failed'),
+          );
+      });
     this.processor = new BatchProcessor(
       {
         providers: deps.providers,
@@ -194,7 +209,8 @@ export class NotificationConsumer {
       const [deferred] = (await admin.fetchTopicMetadata({ topics: [topics.deferred] })).topics;
       deferredPartitions = deferred?.partitions.length ?? 1;
       const family = [topics.main, ...derivedTopics(topics)];
-      for (const warning of await durabilityWarnings(admin, family, options.topicDurability)) {
+      const recordBytes = options.maxMessageBytes + options.maxHeaderBytes + OWN_RECORD_BYTES;
+      for (const warning of await topicWarnings(admin, family, options.topicDurability, recordBytes)) {
         deps.logger.warn(warning);
       }
     } finally {

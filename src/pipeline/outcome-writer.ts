@@ -1,7 +1,7 @@
 import type { IHeaders, KafkaMessage, Message, Producer, TopicMessages } from 'kafkajs';
 import type { Topics } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
-import { envelopeBytes, HEADER } from '../kafka/headers.ts';
+import { envelopeBytes, HEADER, writableHeaders } from '../kafka/headers.ts';
 import { parkedPartition } from './parking-lanes.ts';
 
 const AQUEDUCT_HEADER_PREFIX = 'aqueduct-';
@@ -55,6 +55,34 @@ export interface CopyLimits {
 }
 
 /**
+ * Room for what an outcome record holds besides the message's own key, value and headers: Aqueduct's
+ * headers (origin coordinates, a reason, an attempt count; reasons are clipped) and the record's framing.
+ */
+export const OWN_RECORD_BYTES = 2048;
+
+/**
+ * Kafka did not take a step's outcome records. Not a kafkajs error, though its cause is one: the consumer
+ * group is not at fault, so the step fails and its partition pauses for a back-off (nothing is resolved
+ * that was not recorded) rather than the consumer crashing. `retriable` is the cause's: false when the
+ * broker refuses the records themselves (a compacted outcome topic refusing keyless records, a record
+ * above the topic's `max.message.bytes`), which its settings must change for; the step is still tried
+ * again after each back-off, so the partition goes on once they do.
+ */
+export class OutcomeWriteError extends Error {
+  override readonly name = 'OutcomeWriteError';
+  readonly retriable: boolean;
+  /** The topics of the records that were not taken. */
+  readonly topics: string[];
+
+  constructor(topics: string[], cause: unknown) {
+    const detail = cause instanceof Error ? cause.message : String(cause);
+    super(`Kafka did not take the outcome records for ${topics.join(', ')}: ${detail}`, { cause });
+    this.topics = topics;
+    this.retriable = (cause as { retriable?: unknown } | null)?.retriable !== false;
+  }
+}
+
+/**
  * Bytes of records per produce request. A broker refuses a record batch larger than its
  * `message.max.bytes` (1 MiB by default) and kafkajs does not split one, so a step with many large
  * records (hundreds of dead letters near the 16 KiB value limit) is written in several requests.
@@ -91,7 +119,14 @@ export class OutcomeWriter {
       const topicMessages: TopicMessages[] = [...byTopic].map(([topic, messages]) => ({ topic, messages }));
       byTopic = new Map();
       bytes = 0;
-      await this.producer.sendBatch({ topicMessages, acks: -1 });
+      try {
+        await this.producer.sendBatch({ topicMessages, acks: -1 });
+      } catch (error) {
+        throw new OutcomeWriteError(
+          topicMessages.map(({ topic }) => topic),
+          error,
+        );
+      }
     };
     for (const record of records) {
       const [topic, message] = this.toMessage(record);
@@ -198,11 +233,10 @@ function originHeaders(
   topics: Pick<Topics, 'retry' | 'deferred'>,
 ): IHeaders {
   const fromAqueduct = origin.topic === topics.retry || origin.topic === topics.deferred;
-  const headers: IHeaders = {};
-  for (const [name, value] of Object.entries(message.headers ?? {})) {
-    if (value === undefined || (!fromAqueduct && name.startsWith(AQUEDUCT_HEADER_PREFIX))) continue;
-    headers[name] = value;
-  }
+  const headers = writableHeaders(
+    message.headers,
+    (name) => fromAqueduct || !name.startsWith(AQUEDUCT_HEADER_PREFIX),
+  );
   // A retried message keeps the coordinates of its first reading.
   headers[HEADER.originTopic] ??= origin.topic;
   headers[HEADER.originPartition] ??= String(origin.partition);

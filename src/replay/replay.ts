@@ -3,7 +3,7 @@ import type { Topics } from '../config.ts';
 import { idempotencyKey } from '../events/event.ts';
 import { createProducer } from '../kafka/client.ts';
 import { retryRetriable } from '../kafka/errors.ts';
-import { HEADER, headerString } from '../kafka/headers.ts';
+import { HEADER, headerString, writableHeaders } from '../kafka/headers.ts';
 import type { DoneStore } from '../pipeline/done-store.ts';
 
 /** Options of {@link replayDeadLetters}. */
@@ -232,11 +232,7 @@ function addCounts(summary: ReplaySummary, counts: PartCounts): void {
 
 /** The headers of a dead letter without Aqueduct's own (`aqueduct-*`): what the producer sent. */
 export function withoutAqueductHeaders(headers: IHeaders | undefined): IHeaders {
-  const out: IHeaders = {};
-  for (const [name, value] of Object.entries(headers ?? {})) {
-    if (!name.startsWith('aqueduct-') && value !== undefined) out[name] = value;
-  }
-  return out;
+  return writableHeaders(headers, (name) => !name.startsWith('aqueduct-'));
 }
 
 /** The dead letter's idempotency key, as the consumer marked it (undefined when it has no event id). */

@@ -1,13 +1,15 @@
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { CompressionTypes } from 'kafkajs';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { CompressionTypes, type Kafka } from 'kafkajs';
+import { afterEach, describe, expect, inject, it, vi } from 'vitest';
 import { createProducer } from '../../src/kafka/client.ts';
+import { HEADER, headerString } from '../../src/kafka/headers.ts';
 import { ensureTopics, SINGLE_BROKER_DURABILITY } from '../../src/kafka/topics.ts';
 import { generateEvents } from '../../src/publish/generate.ts';
 import { kafkaClasspath } from '../../src/services/kafka-classpath.ts';
 import { kafkaVersion } from '../../src/services/kafka-version.ts';
+import { readTopic } from '../../testkit/topics.ts';
 import { type Rig, startRig } from '../helpers/pipeline.ts';
 
 // What Apache Kafka's own Java client (the jars of the run's broker version) writes, Aqueduct reads,
@@ -126,26 +128,99 @@ describe("Apache Kafka's Java client: compression types and transactions", () =>
 
     // The log ends in an abort marker: the group's committed offset reaches the end of the log (so its
     // lag, which KEDA scales on, falls to 0) rather than stopping at the last record it delivered.
-    const admin = rig.kafka.admin();
-    await admin.connect();
-    try {
-      const [end] = await admin.fetchTopicOffsets(rig.topic);
-      expect(Number(end?.high)).toBeGreaterThan(lines.length); // records plus the markers
-      const deadline = Date.now() + 20_000;
-      let offset = -1;
-      while (Date.now() < deadline) {
-        const [group] = await admin.fetchOffsets({
-          groupId: rig.env.AQUEDUCT_GROUP_ID as string,
-          topics: [rig.topic],
-        });
-        offset = Number(group?.partitions[0]?.offset ?? -1);
-        if (offset === Number(end?.high)) break;
-        await sleep(500);
-      }
-      expect(offset).toBe(Number(end?.high));
-    } finally {
-      await admin.disconnect();
-    }
+    const { end, committed: offset } = await committedToEnd(rig);
+    expect(end).toBeGreaterThan(lines.length); // records plus the markers
+    expect(offset).toBe(end);
     expect(aborted.some((id) => ledger.delivered.has(id))).toBe(false);
   });
+
+  it('commits past a transaction aborted right after a committed one while it is running', async () => {
+    rig = await startRig({ partitions: 1, rate: 100_000, burst: 100_000, redis: 'single' });
+    await rig.startConsumer('a');
+    const lines: string[] = [];
+    const committed: string[] = [];
+    for (const [kind, count] of [
+      ['commit', 5],
+      ['abort', 5],
+    ] as const) {
+      for (const event of generateEvents({ count, tenants: ['acme'] })) {
+        lines.push(`${kind}\t${JSON.stringify(event)}`);
+        if (kind === 'commit') committed.push(event.id);
+      }
+    }
+    const brokers = inject('kafkaBrokers').join(',');
+    expect(await javaClient(['produce-transactional', brokers, rig.topic], lines.join('\n'))).toEqual([
+      'committed 5 aborted 5',
+    ]);
+    const ledger = await rig.settle(committed);
+    expect(ledger.acceptedTotal).toBe(committed.length);
+    // The fetch after the committed records holds only the aborted ones and the markers, which kafkajs
+    // never hands to eachBatch; the commit must still pass them.
+    const { end, committed: offset } = await committedToEnd(rig);
+    expect(end).toBe(lines.length + 2);
+    expect(offset).toBe(end);
+  });
+
+  it('dead-letters a record with a null header value and a header named __proto__, keeping both, and goes on', async () => {
+    rig = await startRig({ partitions: 1, rate: 100_000, burst: 100_000, redis: 'single' });
+    const [event] = generateEvents({ count: 1, tenants: ['acme'] });
+    if (!event) throw new Error('no event generated');
+    const brokers = inject('kafkaBrokers').join(',');
+    expect(
+      await javaClient(
+        ['produce', brokers, rig.topic, '-', 'flag', '__proto__=zzz', 'kept=1'],
+        `none\tnot json\nnone\t${JSON.stringify(event)}`,
+      ),
+    ).toEqual(['produced 2']);
+    await rig.startConsumer('a');
+    const ledger = await rig.settle([event.id]);
+    expect(ledger.delivered.has(event.id)).toBe(true);
+    await vi.waitFor(
+      async () => expect(await readTopic(rig?.kafka as Kafka, `${rig?.topic}.dlq`)).toHaveLength(1),
+      {
+        timeout: 20_000,
+        interval: 500,
+      },
+    );
+    const [dead] = await readTopic(rig.kafka, `${rig.topic}.dlq`);
+    expect(headerString(dead?.headers, HEADER.reasonKind)).toBe('invalid-json');
+    const headers = dead?.headers ?? {};
+    // Kafka allows a null header value; kafkajs cannot write one, so the copy holds an empty value.
+    expect(Object.hasOwn(headers, 'flag') && String(headers.flag)).toBe('');
+    // kafkajs reads a header named __proto__ as [Object.prototype, its value]: the written value is the Buffer.
+    expect(
+      [Object.getOwnPropertyDescriptor(headers, '__proto__')?.value]
+        .flat()
+        .filter(Buffer.isBuffer)
+        .map(String),
+    ).toEqual(['zzz']);
+    expect(String(headers.kept)).toBe('1');
+  });
 });
+
+/**
+ * Waits (20 s at most) until the rig's group has committed its one partition up to the end of the log;
+ * says where the log ends and where the commit is.
+ */
+async function committedToEnd(rig: Rig): Promise<{ end: number; committed: number }> {
+  const admin = rig.kafka.admin();
+  await admin.connect();
+  try {
+    const [partition] = await admin.fetchTopicOffsets(rig.topic);
+    const end = Number(partition?.high);
+    const deadline = Date.now() + 20_000;
+    let committed = -1;
+    while (Date.now() < deadline) {
+      const [group] = await admin.fetchOffsets({
+        groupId: rig.env.AQUEDUCT_GROUP_ID as string,
+        topics: [rig.topic],
+      });
+      committed = Number(group?.partitions[0]?.offset ?? -1);
+      if (committed === end) break;
+      await sleep(500);
+    }
+    return { end, committed };
+  } finally {
+    await admin.disconnect();
+  }
+}

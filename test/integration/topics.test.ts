@@ -4,10 +4,10 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import {
-  durabilityWarnings,
   ensureTopics,
   PRODUCTION_DURABILITY,
   SINGLE_BROKER_DURABILITY,
+  topicWarnings,
 } from '../../src/kafka/topics.ts';
 import { topicDurabilityOf } from '../../src/settings-options.ts';
 
@@ -53,12 +53,38 @@ describe('topic durability', () => {
   it('warns about an existing topic that cannot keep the acks: -1 promise, and not about a good one', async () => {
     const topic = `dur-${randomUUID().slice(0, 8)}`;
     await ensureTopics(admin, [{ topic, numPartitions: 1 }], SINGLE_BROKER_DURABILITY);
-    expect(await durabilityWarnings(admin, [topic], SINGLE_BROKER_DURABILITY)).toEqual([]);
-    const warnings = await durabilityWarnings(admin, [topic, 'no-such-topic-here'], PRODUCTION_DURABILITY);
+    expect(await topicWarnings(admin, [topic], SINGLE_BROKER_DURABILITY)).toEqual([]);
+    const warnings = await topicWarnings(admin, [topic, 'no-such-topic-here'], PRODUCTION_DURABILITY);
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(
       `topic ${topic}: 1 replicas, fewer than AQUEDUCT_TOPIC_REPLICATION_FACTOR=3`,
     );
     expect(warnings[0]).toContain('min.insync.replicas=1, below AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS=2');
+  });
+
+  it('warns about a compacted topic and one whose max.message.bytes is below the largest record written there', async () => {
+    const compacted = `cmp-${randomUUID().slice(0, 8)}`;
+    const small = `small-${randomUUID().slice(0, 8)}`;
+    await admin.createTopics({
+      topics: [
+        {
+          topic: compacted,
+          numPartitions: 1,
+          configEntries: [{ name: 'cleanup.policy', value: 'compact,delete' }],
+        },
+        { topic: small, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: '4000' }] },
+      ],
+      waitForLeaders: true,
+    });
+    expect(await topicWarnings(admin, [small], SINGLE_BROKER_DURABILITY, 3_999)).toEqual([]);
+    const warnings = await topicWarnings(admin, [compacted, small], SINGLE_BROKER_DURABILITY, 34_000);
+    expect(warnings).toEqual([
+      expect.stringContaining(
+        `topic ${compacted}: cleanup.policy=compact,delete: compaction keeps only the last record of each key`,
+      ),
+      expect.stringContaining(
+        `topic ${small}: max.message.bytes=4000, below the 34000 bytes of the largest record`,
+      ),
+    ]);
   });
 });

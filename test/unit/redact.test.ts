@@ -17,10 +17,10 @@ function parseError(text: string): unknown {
 describe('jsonErrorWithoutInput', () => {
   // V8 quotes the input around the error, with or without leading and trailing "...".
   it.each([
-    [`{"id":"x","platform":"fcm","token": ${SECRET}}`, "Unexpected token 's'"],
+    [`{"id":"x","platform":"fcm","token": ${SECRET}}`, 'Unexpected token'],
     [`{"token":"${SECRET}",,}`, 'Expected double-quoted property name in JSON at position'],
-    [SECRET, "Unexpected token 's'"],
-    [`[1, ${SECRET}]`, "Unexpected token 's'"],
+    [SECRET, 'Unexpected token'],
+    [`[1, ${SECRET}]`, 'Unexpected token'],
     [`{"token":"${SECRET}`, 'Unterminated string in JSON at position'],
     [`{"token":"${SECRET}"}x`, 'Unexpected non-whitespace character after JSON at position'],
     ['', 'Unexpected end of JSON input'],
@@ -29,6 +29,7 @@ describe('jsonErrorWithoutInput', () => {
     expect(message).toContain(kept);
     expect(message).not.toContain('secret');
     expect(message).not.toContain('"');
+    expect(message).not.toContain("'s'"); // not even the one character V8 names
   });
 
   it('says "not valid JSON" when the message is nothing but the quoted input', () => {
