@@ -10,27 +10,45 @@ import { type Fingerprint, RecentKeys } from './recent-keys.ts';
  * devices flooded at once, each held to a push at a time, do that in one process after another). Three
  * devices' first pushes refused within a second are (see {@link FirstPushes.refusedFirst}).
  *
- * "Lately" is among the last `capacity / 2` to `capacity` devices pushed to (two generations of half of
- * it, see RecentKeys): one to two minutes of distinct devices at 800 pushes a second, 5 to 10 s at
- * 10 000.
+ * "Lately" is within the last `forgetAfterMs` to twice that (10 to 20 s), and among the last
+ * `capacity / 2` to `capacity` devices pushed to (two generations, see RecentKeys; the newer one starts
+ * when the older fills up or is `forgetAfterMs` old): at 800 pushes a second to distinct devices the
+ * time decides, at 10 000 the count (5 to 10 s). Time, because a campaign sent again to the same
+ * devices a minute later pushes to every device after a quiet spell: its first pushes refused are as
+ * telling as those of new devices.
  * A device is told apart by a 64-bit fingerprint of its token; the token itself is not kept.
  */
 export class FirstPushes {
   private readonly recent: RecentKeys;
+  private readonly forgetAfterMs: number;
+  /** When the newer generation of `recent` started. */
+  private generationStartedMs: number | undefined;
   /** The latest first pushes refused with a device's throttle, of distinct devices, oldest first. */
   private refused: Array<{ fingerprint: Fingerprint; atMs: number }> = [];
 
-  constructor(capacity = 100_000) {
+  constructor(capacity = 100_000, forgetAfterMs = 10_000) {
     this.recent = new RecentKeys(capacity);
+    this.forgetAfterMs = forgetAfterMs;
   }
 
-  /** Records a push to `token`; true when no push to it is recorded lately. */
-  record(token: string): boolean {
+  /** Records a push to `token` at `nowMs`; true when no push to it is recorded lately. */
+  record(token: string, nowMs: number = Date.now()): boolean {
+    this.age(nowMs);
     const fingerprint = fingerprintOf(token);
     const seen = this.recent.has(fingerprint);
     // Added again when seen only in the older generation, so that a device pushed to all along stays.
     this.recent.add(fingerprint);
     return !seen;
+  }
+
+  /** Forgets what is older than `forgetAfterMs` to twice that at `nowMs` (both generations after a long quiet). */
+  private age(nowMs: number): void {
+    const started = this.generationStartedMs ?? nowMs;
+    const elapsed = nowMs - started;
+    if (elapsed >= this.forgetAfterMs) this.recent.rotate();
+    if (elapsed >= 2 * this.forgetAfterMs) this.recent.rotate();
+    if (elapsed >= this.forgetAfterMs || this.generationStartedMs === undefined)
+      this.generationStartedMs = nowMs;
   }
 
   /**

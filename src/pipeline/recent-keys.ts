@@ -32,10 +32,15 @@ export class RecentKeys {
 
   add(key: Fingerprint): void {
     if (!this.recent.add(key.high, key.low)) return;
-    if (this.recent.size >= this.perGeneration) {
-      this.older = this.recent;
-      this.recent = new Generation(this.slots);
-    }
+    if (this.recent.size >= this.perGeneration) this.rotate();
+  }
+
+  /** Starts a new generation: the older one is forgotten, the newer becomes the older. */
+  rotate(): void {
+    const next = this.older ?? new Generation(this.slots);
+    next.clear();
+    this.older = this.recent;
+    this.recent = next;
   }
 }
 
@@ -48,6 +53,11 @@ class Generation {
   constructor(slots: number) {
     this.words = new Uint32Array(slots * 2);
     this.mask = slots - 1;
+  }
+
+  clear(): void {
+    this.words.fill(0);
+    this.size = 0;
   }
 
   has(high: number, low: number): boolean {

@@ -190,10 +190,13 @@ export class Sender {
         // pushes may have come from the process that owns its main partition), and a flooded device's
         // (events not keyed by device flood it from every process, and the others may have spent its
         // limit first).
+        const pushedAt = Date.now();
         const firstPushes = DEVICE_SCOPE_ASSUMED.has(platform)
           ? list.map(
               ({ item, event }) =>
-                this.firstPushes.record(event.token) && !item.fromRetryTopic && !flooded.has(event.token),
+                this.firstPushes.record(event.token, pushedAt) &&
+                !item.fromRetryTopic &&
+                !flooded.has(event.token),
             )
           : undefined;
         const provider = this.deps.providers[platform];

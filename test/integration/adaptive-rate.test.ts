@@ -114,4 +114,30 @@ describe('an APNs endpoint slower than configured that throttles the sender with
     expect(ledger.acceptedTotal).toBe(events.length);
     expect(ledger.deadLettered).toEqual([]);
   }, 240_000);
+
+  it('reads them so in a campaign sent again to the same devices after a quiet spell, too', async () => {
+    const first = [...generateEvents({ count: 3000, apnsRatio: 1, deadTokenRatio: 0 })];
+    // The first campaign meets a provider as fast as configured: no 429.
+    rig = await startSlowProvider(first);
+    const apns = rig.simulators.apns;
+    apns.setLimits({ rate: 2 * CONFIGURED.rate });
+    await rig.settle(first.map((e) => e.id as string));
+    expect(apns.throttles()).toEqual([]);
+    // Every device was pushed to lately, until a quiet spell longer than FirstPushes remembers (20 s).
+    await sleep(21_000);
+    apns.setLimits({ rate: SLOW_RATE });
+    // The same devices, none new: no push of it is a first push but for the time since the last.
+    const second = first.map((event, i) => ({ ...event, id: `again-${i}` }));
+    await publishEvents(rig.kafka, second, { topic: rig.topic });
+    const senderThrottles = () => apns.throttles().filter((t) => t.scope === 'provider');
+
+    await expectSenderThrottlesToStop(senderThrottles);
+    expect((await bucketOf(rig, 'apns'))?.rateFactor).toBeLessThan(1);
+    const ledger = await rig.settle(
+      second.map((e) => e.id as string),
+      120_000,
+    );
+    expect(ledger.acceptedTotal).toBe(first.length + second.length);
+    expect(ledger.deadLettered).toEqual([]);
+  }, 240_000);
 });

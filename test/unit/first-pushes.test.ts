@@ -22,6 +22,20 @@ describe('FirstPushes', () => {
     expect(pushes.record('busy')).toBe(false);
   });
 
+  it('forgets a device not pushed to for twice `forgetAfterMs`, and keeps one pushed to within it', () => {
+    const pushes = new FirstPushes(100, 1000);
+    expect(pushes.record('quiet', 0)).toBe(true);
+    expect(pushes.record('steady', 0)).toBe(true);
+    expect(pushes.record('quiet', 900)).toBe(false);
+    for (const at of [1500, 2500, 3500]) expect(pushes.record('steady', at)).toBe(false);
+    // quiet was last pushed at 900: remembered at 1900 at the latest, forgotten by 2900.
+    expect(pushes.record('quiet', 3500)).toBe(true);
+    // A long quiet spell forgets everything at once; what is pushed after it is remembered again.
+    expect(pushes.record('steady', 60_000)).toBe(true);
+    expect(pushes.record('quiet', 60_000)).toBe(true);
+    expect(pushes.record('steady', 60_001)).toBe(false);
+  });
+
   it("tells the sender's throttle from three devices' first pushes refused within a second, not two, nor one device's again", () => {
     const pushes = new FirstPushes(100);
     expect(pushes.refusedFirst('device-a', 1000)).toBe(false);
