@@ -7,6 +7,7 @@ import { ensureTopics, topicWarnings } from '../kafka/topics.ts';
 import { poolKey, poolPlan } from '../limiter/pool-policy.ts';
 import { type PoolBucket, TokenPool, type TokenSource } from '../limiter/token-pool.ts';
 import type { Logger } from '../log.ts';
+import { CREDENTIAL_FAILURE } from '../providers/fcm-classification.ts';
 import type { PushProvider } from '../providers/types.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { BatchProcessor, type TokenPriority } from './batch-processor.ts';
@@ -484,6 +485,14 @@ export function failureLogger(
       log('batch step failed; partition paused for a back-off', error, { topic, partition }),
     markFailed: (error, count) => log('dedupe marks unavailable', error, { count }),
     outcome: (event, outcome) => {
+      if (outcome.kind === 'retry' && outcome.reason.startsWith(CREDENTIAL_FAILURE)) {
+        log(
+          "FCM: no OAuth access token (GOOGLE_APPLICATION_CREDENTIALS, or the way to Google's token endpoint): pushes are retried, and dead-lettered after AQUEDUCT_MAX_ATTEMPTS",
+          new Error(outcome.reason),
+          { provider: event.platform },
+        );
+        return;
+      }
       // Not a rate limit on sends but on how often the provider token changes (APNs
       // TooManyProviderTokenUpdates): a configuration problem, worth an operator's look.
       if (outcome.kind !== 'retry' || outcome.scope !== 'credentials') return;

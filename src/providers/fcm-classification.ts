@@ -74,6 +74,13 @@ const BY_CODE: Record<string, { kind: Kind; throttled?: boolean }> = {
   PERMISSION_DENIED: { kind: 'rejected' },
 };
 
+/**
+ * How the reason of a push begins when firebase-admin could not get an OAuth access token for it (the
+ * credential's own words follow): every push fails so until the credentials or the way to Google's
+ * token endpoint are fixed, which the consumer's log says (failureLogger).
+ */
+export const CREDENTIAL_FAILURE = 'credential: could not get an access token';
+
 /** A malformed token is reported as INVALID_ARGUMENT with this in the message. */
 const INVALID_TOKEN_MESSAGE = /registration token/i;
 
@@ -130,7 +137,11 @@ export function classifyFcmFailure(failure: FcmFailure, nowMs: number = Date.now
       return { kind: 'retry', reason: `network: ${failure.networkCode ?? 'error'}`, throttled: false };
     case 'app/invalid-credential':
       // The OAuth token could not be fetched (often the network again): not the notification's fault.
-      return { kind: 'retry', reason: 'credential: could not get an access token', throttled: false };
+      return {
+        kind: 'retry',
+        reason: `${CREDENTIAL_FAILURE}${failure.message ? `: ${clip(credentialCause(failure.message))}` : ''}`,
+        throttled: false,
+      };
   }
   if (failure.clientCode?.startsWith('messaging/')) {
     // firebase-admin refused the message before sending it (bad field): permanent.
@@ -190,6 +201,11 @@ function namesTheToken(failure: FcmFailure): boolean {
 
 function scopedReason(reason: string, scope: 'fleet' | 'device'): string {
   return scope === 'device' ? `${reason}: device message rate` : reason;
+}
+
+/** What went wrong, out of firebase-admin's sentence about a credential that failed to fetch a token. */
+function credentialCause(message: string): string {
+  return message.replace(/^.*? with the following error: /s, '');
 }
 
 function clip(text: string): string {

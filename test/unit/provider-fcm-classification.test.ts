@@ -242,6 +242,19 @@ const table: Array<[string, FcmFailure, PushOutcome]> = [
     { kind: 'retry', reason: 'credential: could not get an access token', throttled: false },
   ],
   [
+    "no access token, with firebase-admin's words for why",
+    {
+      clientCode: 'app/invalid-credential',
+      message:
+        'Credential implementation provided to initializeApp() via the "credential" property failed to fetch a valid Google OAuth2 access token with the following error: "invalid_grant: Invalid JWT Signature."',
+    },
+    {
+      kind: 'retry',
+      reason: 'credential: could not get an access token: "invalid_grant: Invalid JWT Signature."',
+      throttled: false,
+    },
+  ],
+  [
     'refused by firebase-admin before sending',
     { clientCode: 'messaging/invalid-payload', message: 'data must only contain string values' },
     { kind: 'rejected', reason: 'messaging/invalid-payload: data must only contain string values' },
