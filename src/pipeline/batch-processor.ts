@@ -453,7 +453,7 @@ export class BatchProcessor {
       if (item.notBefore > now || seenIds.has(item.dedupeKey.text)) continue;
       seenIds.add(item.dedupeKey.text);
       const event = item.decoded.event;
-      const expiresAt = expiresAtMs(event, item.publishedAtMs);
+      const expiresAt = expiresAtMs(event, item.publishedAtMs, now);
       if (expiresAt !== undefined && expiresAt <= now) {
         plan.expired.push({ item, event, expiredAtMs: expiresAt });
         continue;

@@ -89,11 +89,17 @@ export function readItem(topic: string, partition: number, message: KafkaMessage
 }
 
 /**
- * When an event's TTL runs out: `ttlSeconds` after it was published; none for no TTL, a TTL of 0 (the
- * provider's "now or never", whenever the push goes out) or no publish time.
+ * When an event's TTL runs out: `ttlSeconds` after it was published, or after `nowMs` when its publish
+ * time is still to come (a producer's clock ahead, or a timestamp it set itself: the TTL sent to the
+ * provider is never more than the event asked for, and FCM refuses one above 28 days); none for no TTL,
+ * a TTL of 0 (the provider's "now or never", whenever the push goes out) or no publish time.
  */
-export function expiresAtMs(event: NotificationEvent, publishedAtMs: number): number | undefined {
+export function expiresAtMs(
+  event: NotificationEvent,
+  publishedAtMs: number,
+  nowMs: number = Date.now(),
+): number | undefined {
   // A message without a timestamp (-1) has no age to count from.
   if (event.ttlSeconds === undefined || event.ttlSeconds === 0 || !(publishedAtMs > 0)) return undefined;
-  return publishedAtMs + event.ttlSeconds * 1000;
+  return Math.min(publishedAtMs, nowMs) + event.ttlSeconds * 1000;
 }

@@ -1,3 +1,4 @@
+import { withoutToken } from '../redact.ts';
 import { parseRetryAfterMs } from './retry-after.ts';
 import type { PushOutcome } from './types.ts';
 
@@ -215,7 +216,8 @@ function clip(text: string): string {
 /**
  * Reads a firebase-admin error (a `FirebaseMessagingError` with `httpResponse`, or a `FirebaseAppError`
  * for network and credential failures) into an {@link FcmFailure}. `token` is the message's device
- * token: a QuotaFailure violation whose subject names it is that device's quota.
+ * token: a QuotaFailure violation whose subject names it is that device's quota, and the message is
+ * kept without it.
  */
 export function describeFcmError(error: unknown, token?: string): FcmFailure {
   const failure: FcmFailure = {};
@@ -237,6 +239,9 @@ export function describeFcmError(error: unknown, token?: string): FcmFailure {
   }
   const networkCode = findNetworkCode(record.cause);
   if (networkCode) failure.networkCode = networkCode;
+  // Before any reason is cut from it: a token cut in two would no longer be found whole.
+  if (token !== undefined && failure.message !== undefined)
+    failure.message = withoutToken(failure.message, token);
   return failure;
 }
 

@@ -10,6 +10,7 @@ import {
 import { getMessaging, type Message, type Messaging } from 'firebase-admin/messaging';
 import type { NotificationEvent } from '../events/event.ts';
 import { EVENT_ID_DATA_KEY } from '../events/payload.ts';
+import { withoutToken } from '../redact.ts';
 import { createFcmAgent, type Endpoint, FCM_HOST } from './endpoint.ts';
 import { ProviderConfigError } from './errors.ts';
 import { classifyFcmFailure, describeFcmError } from './fcm-classification.ts';
@@ -134,8 +135,9 @@ export class FcmProvider implements PushProvider {
       return outcomes;
     } catch (error) {
       // sendEach itself failed (no project id, the app deleted): every push of the part shares the fate.
-      const outcome = classifyFcmFailure(describeFcmError(error));
-      return part.map((request) => scrub(outcome, request.event.token));
+      return part.map((request) =>
+        scrub(classifyFcmFailure(describeFcmError(error, request.event.token)), request.event.token),
+      );
     }
   }
 
@@ -258,6 +260,7 @@ function disableLibraryRetries(messaging: Messaging): boolean {
 
 /** A reason never quotes the device token, even if a server echoed it. */
 export function scrub(outcome: PushOutcome, token: string): PushOutcome {
-  if (outcome.kind === 'delivered' || !token || !outcome.reason.includes(token)) return outcome;
-  return { ...outcome, reason: outcome.reason.split(token).join('<token>') };
+  if (outcome.kind === 'delivered' || !token) return outcome;
+  const reason = withoutToken(outcome.reason, token);
+  return reason === outcome.reason ? outcome : { ...outcome, reason };
 }

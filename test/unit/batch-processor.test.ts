@@ -980,6 +980,29 @@ describe('BatchProcessor', () => {
     expect(r.events).toContain('dead-lettered expired retried-gone');
   });
 
+  it('never gives the provider more TTL than the event asked for, whatever its publish time says', async () => {
+    const requests: PushRequest[] = [];
+    const r = rig({
+      answer: (request) => {
+        requests.push(request);
+        return { kind: 'delivered', messageId: `m-${request.event.id}`, httpStatus: 200 };
+      },
+    });
+    // A producer's clock an hour ahead (or a timestamp it set itself).
+    const before = Date.now();
+    await r.processor.eachBatch(
+      payloadOf(TOPIC, [
+        {
+          ...message(0, { ...event('ahead'), ttlSeconds: 2_419_200 }),
+          timestamp: String(before + 3_600_000),
+        },
+      ]).payload,
+    );
+    const expiresAt = requests[0]?.expiresAtMs as number;
+    expect(expiresAt).toBeGreaterThanOrEqual(before + 2_419_200_000);
+    expect(expiresAt).toBeLessThanOrEqual(Date.now() + 2_419_200_000);
+  });
+
   it('dead-letters an event that failed its last attempt', async () => {
     const r = rig({
       answer: () => ({ kind: 'retry', reason: 'unavailable', httpStatus: 503, throttled: false }),

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { scrub } from '../../src/providers/fcm.ts';
 import {
   classifyFcmFailure,
   describeFcmError,
@@ -295,6 +296,30 @@ describe('FCM classification', () => {
       fcmErrorCode: 'QUOTA_EXCEEDED',
       message: 'Quota exceeded',
     });
+  });
+
+  it('keeps no piece of a device token an answer quotes, even where the reason is cut', () => {
+    const token = `cT0k3n:APA91b${'Hx_q7Zk2'.repeat(18)}`;
+    const error = Object.assign(new Error('Request contains an invalid argument.'), {
+      code: 'messaging/invalid-argument',
+      httpResponse: {
+        status: 400,
+        headers: {},
+        data: {
+          error: {
+            code: 400,
+            // The token straddles the 160 characters a reason keeps.
+            message: `Request contains an invalid argument for the message addressed to ${token} (it is not one)`,
+            status: 'INVALID_ARGUMENT',
+          },
+        },
+      },
+    });
+    const outcome = scrub(classifyFcmFailure(describeFcmError(error, token), NOW), token);
+    expect(outcome).toMatchObject({ kind: 'rejected' });
+    const reason = outcome.kind === 'rejected' ? outcome.reason : '';
+    expect(reason).toContain('addressed to <token>');
+    for (let i = 0; i + 16 <= token.length; i++) expect(reason).not.toContain(token.slice(i, i + 16));
   });
 
   it('reads a device message rate off the QuotaFailure detail; the project quota and overload stay project-wide', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodeEvent } from '../../src/events/decode.ts';
-import { jsonErrorWithoutInput, redactUrl } from '../../src/redact.ts';
+import { jsonErrorWithoutInput, redactUrl, withoutToken } from '../../src/redact.ts';
 
 const SECRET = 'secret-device-token-123';
 
@@ -47,5 +47,22 @@ describe('redactUrl', () => {
   it('masks the password and nothing else', () => {
     expect(redactUrl('redis://user:hunter2@redis:6379/0')).toBe('redis://user:***@redis:6379/0');
     expect(redactUrl('not a url')).toBe('<unparsable url>');
+  });
+});
+
+describe('withoutToken', () => {
+  const token = 'a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90';
+
+  it('takes the token out whole, in another case, and in pieces of 16 characters or more', () => {
+    expect(withoutToken(`device ${token} is gone`, token)).toBe('device <token> is gone');
+    expect(withoutToken(`device ${token.toUpperCase()}`, token)).toBe('device <token>');
+    expect(withoutToken(`cut: ${token.slice(0, 20)}...`, token)).toBe('cut: <token>...');
+    expect(withoutToken(`tail ${token.slice(-17)}`, token)).toBe('tail <token>');
+  });
+
+  it('leaves shorter runs and other words alone', () => {
+    expect(withoutToken('BadDeviceToken for a1b2c3d4e5', token)).toBe('BadDeviceToken for a1b2c3d4e5');
+    expect(withoutToken('no token here', token)).toBe('no token here');
+    expect(withoutToken('x', '')).toBe('x');
   });
 });
