@@ -4,6 +4,7 @@ import {
   HEADER_SAFE,
   type NotificationEvent,
   notificationEventSchema,
+  PROTO_DATA_KEY_MESSAGE,
   RESERVED_DATA_KEYS,
   SCHEMA_VERSION,
   TOKEN_RULES,
@@ -68,15 +69,26 @@ export function decodeEvent(
     };
   }
   const parsed = notificationEventSchema.safeParse(json);
-  if (!parsed.success) {
+  const issues = [...(parsed.success ? [] : parsed.error.issues), ...protoDataKey(json)];
+  if (!parsed.success || issues.length > 0) {
     return {
       ok: false,
       kind: 'invalid-event',
-      reason: describeIssues(parsed.error.issues),
+      reason: describeIssues(issues),
       ...(eventId ? { eventId } : {}),
     };
   }
   return { ok: true, event: parsed.data };
+}
+
+/**
+ * The schema's refusal of a data key `__proto__`, which zod's record skips before its key rule could
+ * refuse it (the entry would be dropped, and the push would go without it).
+ */
+function protoDataKey(json: unknown): Array<{ code: 'custom'; path: string[]; message: string }> {
+  const data = isObject(json) ? json.data : undefined;
+  if (!isObject(data) || !Object.hasOwn(data, '__proto__')) return [];
+  return [{ code: 'custom', path: ['data', '__proto__'], message: PROTO_DATA_KEY_MESSAGE }];
 }
 
 const EVENT_KEYS = new Set(Object.keys(notificationEventSchema.shape));

@@ -68,6 +68,9 @@ export const RESERVED_DATA_KEYS = {
   },
   apns: { pattern: /^aps$/, message: "reserved by APNs (aps is Apple's dictionary in the payload)" },
 } as const;
+/** Why a data key `__proto__` is refused: a JavaScript object cannot hold it as a key of its own. */
+export const PROTO_DATA_KEY_MESSAGE = 'not a data key: "__proto__" cannot be carried as one';
+
 const NOT_EVENT_ID_KEY = new RegExp(`^(?!${EVENT_ID_DATA_KEY}$)`);
 const EVENT_ID_KEY_MESSAGE = `reserved: every push carries the event id under ${EVENT_ID_DATA_KEY}`;
 
@@ -114,13 +117,18 @@ export const notificationEventSchema = z
       .strict(),
     data: z
       .record(
-        freeText(L.dataKeyLength).min(1).regex(NOT_EVENT_ID_KEY, EVENT_ID_KEY_MESSAGE),
+        freeText(L.dataKeyLength)
+          .min(1)
+          .regex(NOT_EVENT_ID_KEY, EVENT_ID_KEY_MESSAGE)
+          // For the JSON Schema: zod's record skips the key before this rule, decodeEvent refuses it.
+          .regex(/^(?!__proto__$)/, PROTO_DATA_KEY_MESSAGE),
         freeText(L.dataValueLength),
       )
       .refine((d) => Object.keys(d).length <= L.maxDataEntries, `at most ${L.maxDataEntries} entries`)
+      .meta({ maxProperties: L.maxDataEntries })
       .optional()
       .describe(
-        `Custom key/value data delivered to the app. Refused keys: ${EVENT_ID_DATA_KEY}; for FCM from, message_type and keys starting with google or gcm; for APNs aps.`,
+        `Custom key/value data delivered to the app, at most ${L.maxDataEntries} entries. Refused keys: ${EVENT_ID_DATA_KEY} and __proto__; for FCM from, message_type and keys starting with google or gcm; for APNs aps.`,
       ),
     tenant: text(L.tenantLength)
       .regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, dot, dash, underscore')
