@@ -391,7 +391,7 @@ interface BodyRefusal {
 /** The answer to each error reading a body may end in, by the error's code. */
 function bodyRefusalAnswers(maxBodyBytes: number): Map<string, BodyRefusal> {
   return new Map(
-    Object.entries({
+    Object.entries<BodyRefusal>({
       FST_ERR_CTP_BODY_TOO_LARGE: {
         status: 413,
         body: {
@@ -418,6 +418,16 @@ function bodyRefusalAnswers(maxBodyBytes: number): Map<string, BodyRefusal> {
         },
         headers: { 'accept-encoding': 'identity' },
       },
+      [BODY_ERRORS.tooFragmented]: {
+        status: 400,
+        body: {
+          error: 'body-too-fragmented',
+          message:
+            'the body came in too many pieces (chunks or packets of a few bytes each): send it in fewer, larger ones',
+        },
+        // The rest of the body is left unread.
+        headers: { connection: 'close' },
+      },
       [BODY_ERRORS.notUtf8]: {
         status: 400,
         body: {
@@ -441,6 +451,6 @@ function bodyRefusalAnswers(maxBodyBytes: number): Map<string, BodyRefusal> {
         status: 400,
         body: { error: 'invalid-body', message: 'the body is empty' },
       },
-    } satisfies Record<string, BodyRefusal>),
+    }),
   );
 }

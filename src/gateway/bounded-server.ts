@@ -52,6 +52,9 @@ export function boundedFastify(
   const { onRefused = () => {}, ...fastifyOptions } = options;
   const refuse = (reply: FastifyReply, status: number, body: { error: string; message: string }) => {
     onRefused(status);
+    // The connection closes after this answer: what the parser makes of bytes still arriving on it (an
+    // unread body) is not another request to answer.
+    answered.add(reply.request.raw.socket);
     return reply.code(status).header('connection', 'close').send(body);
   };
   const app = Fastify({
@@ -99,10 +102,37 @@ export function boundedFastify(
         'the gateway is shutting down and took nothing: send the request again (another instance takes it)',
     });
   });
-  // RFC 9112 §6.1: "A server that receives a request message with a transfer coding it does not
-  // understand SHOULD respond with 501". Node decodes chunked only and would hand the rest on as it is.
+  // A request asking to upgrade the connection is served as HTTP/1.1 (RFC 9110 §7.8 lets a server
+  // ignore Upgrade), but Node's parser stops reading the connection after it: bytes already received
+  // behind it are dropped, and the next read is parsed from wherever it starts, so a body could be run
+  // as a request. Its answer therefore closes the connection, and nothing more is served on it.
   app.addHook('onRequest', (request, reply, done) => {
-    const coding = unsupportedTransferCoding(request.headers['transfer-encoding']);
+    const socket = request.raw.socket;
+    if (upgradedSockets.has(socket)) {
+      socket.destroy();
+      return;
+    }
+    if (request.headers.upgrade !== undefined) {
+      upgradedSockets.add(socket);
+      reply.header('connection', 'close');
+    }
+    done();
+  });
+  // RFC 9112 §6.3: a request whose last transfer coding is not chunked has no length a server can
+  // tell: 400, and the connection closed. RFC 9112 §6.1: "A server that receives a request message
+  // with a transfer coding it does not understand SHOULD respond with 501". Node decodes chunked only
+  // and would hand the rest on as it is.
+  app.addHook('onRequest', (request, reply, done) => {
+    const field = request.headers['transfer-encoding'];
+    if (field !== undefined && !endsChunked(field)) {
+      void refuse(reply, 400, {
+        error: 'bad-request',
+        message:
+          'Transfer-Encoding must end in chunked (RFC 9112 §6.3): send the body chunked or with Content-Length',
+      });
+      return;
+    }
+    const coding = unsupportedTransferCoding(field);
     if (coding === undefined) return done();
     void refuse(reply, 501, {
       error: 'not-implemented',
@@ -126,14 +156,18 @@ export function boundedFastify(
   // looks at an HTTP/1.0 request's (which a server must ignore), so the list is read here in full.
   app.addHook('onRequest', (request, reply, done) => {
     if (request.raw.httpVersion !== '1.1' || request.headers.expect === undefined) return done();
-    if (request.headers.expect.split(',').every((member) => member.trim().toLowerCase() === '100-continue'))
-      return done();
+    if (expectations(request.headers.expect).every((member) => member === '100-continue')) return done();
     void refuse(reply, 417, EXPECTATION_FAILED);
   });
   // RFC 9110 §10.1.1: an expectation other than 100-continue is answered 417. Node does that itself
   // with an empty body and keeps the connection; this answers in the API's shape and closes it, as
   // the other refusals made before the body is read do.
-  app.server.on('checkExpectation', (_request: IncomingMessage, response: ServerResponse) => {
+  app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    // An Expect of empty list elements only (RFC 9110 §5.6.1: ignored) expects nothing.
+    if (expectations(request.headers.expect ?? '').length === 0) {
+      app.server.emit('request', request, response);
+      return;
+    }
     onRefused(417);
     const json = JSON.stringify(EXPECTATION_FAILED);
     response.writeHead(417, {
@@ -243,7 +277,24 @@ const EXPECTATION_FAILED = {
  * must not be sent a 1xx answer (RFC 9110 §15.2), and its Expect is ignored (§10.1.1).
  */
 export function expectsContinue(request: IncomingMessage): boolean {
-  return request.httpVersion === '1.1' && request.headers.expect !== undefined;
+  return request.httpVersion === '1.1' && expectations(request.headers.expect ?? '').length > 0;
+}
+
+/** The members of an Expect field, lower-case, without the empty list elements (RFC 9110 §5.6.1). */
+function expectations(field: string): string[] {
+  return field
+    .split(',')
+    .map((member) => member.trim().toLowerCase())
+    .filter((member) => member !== '');
+}
+
+/** Whether a Transfer-Encoding field's last coding (empty list elements ignored) is chunked. */
+function endsChunked(field: string): boolean {
+  const codings = field
+    .split(',')
+    .map((coding) => coding.trim().toLowerCase())
+    .filter((coding) => coding !== '');
+  return codings.at(-1) === 'chunked';
 }
 
 /**
@@ -267,6 +318,10 @@ function framingProblem(request: IncomingMessage): string | undefined {
     return 'more than one Content-Type header field (RFC 9110 §8.3)';
   if (request.httpVersion === '1.0' && request.headers['transfer-encoding'] !== undefined)
     return 'an HTTP/1.0 request cannot use Transfer-Encoding (RFC 9112 §6.1): send Content-Length';
+  // RFC 9112 §3.2: a request target has no fragment, and `*` is OPTIONS' alone.
+  if (request.url?.includes('#')) return 'a request target cannot hold a fragment (#) (RFC 9112 §3.2)';
+  if (request.url === '*' && request.method !== 'OPTIONS')
+    return 'the request target * is for OPTIONS only (RFC 9112 §3.2.4)';
   return undefined;
 }
 
@@ -289,6 +344,8 @@ const closingApps = new WeakSet<FastifyInstance>();
 const openSockets = new WeakMap<FastifyInstance, Set<Duplex>>();
 /** Each connection's responses not yet finished (pipelined requests are answered in order). */
 const inFlight = new WeakMap<Duplex, Set<ServerResponse>>();
+/** Connections a request asked to upgrade: nothing more is served on them (see `boundedFastify`). */
+const upgradedSockets = new WeakSet<Duplex>();
 /** Connections whose broken framing is already being answered (Node reports it again on more data). */
 const answered = new WeakSet<Duplex>();
 
@@ -340,14 +397,19 @@ function answerClientError(
         ]
       : error.code === 'HPE_HEADER_OVERFLOW'
         ? [431, { error: 'headers-too-large', message: 'the request headers are larger than 16 KiB' }]
-        : error.code === 'HPE_INVALID_METHOD'
-          ? // RFC 9110 §9.1: a method the server does not recognize SHOULD be answered 501.
-            [501, { error: 'not-implemented', message: 'unknown request method: this API takes POST' }]
-          : error.code === 'HPE_INVALID_VERSION' && requestLineMajorVersion(error) !== '1'
-            ? [505, HTTP_VERSION_NOT_SUPPORTED]
+        : error.code === 'HPE_PAUSED_H2_UPGRADE' || isOtherMajorVersion(requestLineMajorVersion(error))
+          ? // The HTTP/2 preface (`PRI * HTTP/2.0`), `HTTP/3.0`: whatever else the parser disliked.
+            [505, HTTP_VERSION_NOT_SUPPORTED]
+          : error.code === 'HPE_INVALID_METHOD'
+            ? // RFC 9110 §9.1: a method the server does not recognize SHOULD be answered 501.
+              [501, { error: 'not-implemented', message: 'unknown request method: this API takes POST' }]
             : [400, { error: 'bad-request', message: 'not a well-formed HTTP/1.1 request' }];
   answerAndClose(socket, status, body, {}, error);
   return status;
+}
+
+function isOtherMajorVersion(major: string | undefined): boolean {
+  return major !== undefined && major !== '1';
 }
 
 /**
@@ -376,7 +438,7 @@ function answerAndClose(
     .join('');
   if (socket.writable) {
     socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${extra}Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nDate: ${new Date().toUTCString()}\r\n${extra}Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
     );
   }
   socket.destroy(error);

@@ -24,7 +24,7 @@ import { isTracingEnabled } from '../telemetry/tracing.ts';
  *   OTEL_PROPAGATORS says: an inbound `baggage` is dropped, never copied into the Kafka headers.
  * - Its sampled flag decides nothing: with tracing on, {@link gatewaySampler} makes the gateway's own
  *   sampler decide for a request with a remote parent as for one without; with tracing off, the
- *   messages carry the caller's trace id and span id with the sampled flag cleared.
+ *   messages carry the caller's trace id and span id with every flag cleared.
  *
  * With tracing on (`startTracing`, OTEL_* variables) the project's PRODUCER spans carry the context
  * on through the SDK's propagator.
@@ -36,8 +36,9 @@ const TRACER = 'aqueduct-gateway';
 export const w3cTraceContext: TextMapPropagator = new W3CTraceContextPropagator();
 
 /**
- * The caller's trace context, read from `traceparent`/`tracestate` only, with the sampled flag cleared:
- * what the caller says about sampling is not a decision the gateway takes over.
+ * The caller's trace context, read from `traceparent`/`tracestate` only, with every flag cleared: what
+ * the caller says about sampling is not a decision the gateway takes over, and flags W3C has not defined
+ * are not the caller's to set on the gateway's messages (the propagator writes them unchecked).
  */
 export function callerContext(headers: HeaderBag): Context {
   const extracted = w3cTraceContext.extract(ROOT_CONTEXT, headers, headerGetter);
@@ -45,7 +46,7 @@ export function callerContext(headers: HeaderBag): Context {
   if (!spanContext) return ROOT_CONTEXT;
   return trace.setSpanContext(ROOT_CONTEXT, {
     ...spanContext,
-    traceFlags: spanContext.traceFlags & ~TraceFlags.SAMPLED,
+    traceFlags: TraceFlags.NONE,
   });
 }
 
@@ -123,7 +124,7 @@ export interface PublishTrace {
  * span (`send <topic>`, the project's {@link startProducerSpan}, as `aqueduct publish` makes them) under
  * the request's span, and its headers carry that span: the consumer's CONSUMER span of the event hangs
  * below it. With tracing off, no span is made and every message carries the caller's trace id and span
- * id (sampled flag cleared), so a consumer that traces still joins the caller's trace.
+ * id (every flag cleared), so a consumer that traces still joins the caller's trace.
  */
 export function startPublishTrace(
   parent: RequestTrace,

@@ -479,6 +479,14 @@ describe('gateway on real Kafka and Redis', () => {
       socket.destroy();
     }
 
+    // Empty list elements are ignored (RFC 9110 §5.6.1): an Expect of them alone expects nothing.
+    const emptyExpect = JSON.stringify(sampleEvent('cont-3', { id: 'continued-3' }));
+    const answerEmpty = await sendRaw(
+      gw.gateway.port,
+      `${head(GLOBEX).replace('Expect: 100-continue', 'Expect: ,').replace(`${event.length}`, `${emptyExpect.length}`).replace('HTTP/1.1\r\n', 'HTTP/1.1\r\nConnection: close\r\n')}${emptyExpect}`,
+    );
+    expect(answerEmpty).toMatch(/^HTTP\/1\.1 202 /);
+
     // An HTTP/1.0 client is never sent a 1xx answer, and its Expect is ignored (RFC 9110 §10.1.1, §15.2).
     const event10 = JSON.stringify(sampleEvent('cont-2', { id: 'continued-2' }));
     const answer10 = await sendRaw(
@@ -487,6 +495,62 @@ describe('gateway on real Kafka and Redis', () => {
     );
     expect(answer10).toMatch(/^HTTP\/1\.1 202 /);
     expect(answer10).toContain('{"ids":["continued-2"]}');
+  });
+
+  it('closes a connection once it has answered a request asking to upgrade it, serving nothing after it', async () => {
+    const post = (id: string, extra = '') => {
+      const event = JSON.stringify(sampleEvent(id, { id }));
+      return `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${GLOBEX}\r\nContent-Type: application/json\r\n${extra}Content-Length: ${event.length}\r\n\r\n${event}`;
+    };
+    const upgrade = post('upgrade-1', 'Connection: Upgrade\r\nUpgrade: websocket\r\n');
+    // Pipelined in the same write: Node's parser has stopped after the upgrade request.
+    const pipelined = await sendRaw(gw.gateway.port, `${upgrade}${post('upgrade-pipelined-1')}`);
+    const answers = pipelined.split(/(?=HTTP\/1\.1 \d{3} )/);
+    expect(answers.map((answer) => answer.slice(0, 12))).toEqual(['HTTP/1.1 202']);
+    expect(answers[0]?.toLowerCase()).toContain('connection: close');
+
+    // Sent later: what follows on that connection is never read as a request.
+    const socket = connect(gw.gateway.port, '127.0.0.1');
+    let received = '';
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('utf8');
+    });
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.on('error', () => {});
+    socket.write(post('upgrade-2', 'Connection: Upgrade\r\nUpgrade: h2c\r\n'));
+    await sleep(300);
+    socket.write(post('upgrade-smuggled-1'));
+    await closed;
+    expect(received.split(/(?=HTTP\/1\.1 \d{3} )/).map((answer) => answer.slice(0, 12))).toEqual([
+      'HTTP/1.1 202',
+    ]);
+    const ids = new Set(
+      (await readTopic(gw.kafka, gw.topic))
+        .map((m) => decodeEvent(m.value as Buffer))
+        .flatMap((d) => (d.ok ? [d.event.id] : [])),
+    );
+    expect(ids.has('upgrade-1') && ids.has('upgrade-2')).toBe(true);
+    expect(ids.has('upgrade-pipelined-1') || ids.has('upgrade-smuggled-1')).toBe(false);
+  });
+
+  it('refuses a body that comes in more pieces than its size allows, and takes one in a few', async () => {
+    const event = JSON.stringify(sampleEvent('pieces-1', { id: 'pieces-1' }));
+    const head = `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${GLOBEX}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n`;
+    const chunked = (body: string, size: number) => {
+      let out = '';
+      for (let i = 0; i < body.length; i += size) {
+        const piece = body.slice(i, i + size);
+        out += `${Buffer.byteLength(piece).toString(16)}\r\n${piece}\r\n`;
+      }
+      return `${out}0\r\n\r\n`;
+    };
+    // 1100 one-byte chunks of whitespace before the event: more than the 1024 pieces a body may take.
+    const tooMany = await sendRaw(gw.gateway.port, `${head}${chunked(`${' '.repeat(1100)}${event}`, 1)}`);
+    expect(tooMany).toMatch(/^HTTP\/1\.1 400 /);
+    expect(tooMany).toContain('"error":"body-too-fragmented"');
+    const few = await sendRaw(gw.gateway.port, `${head}${chunked(event, 16)}`);
+    expect(few).toMatch(/^HTTP\/1\.1 202 /);
+    expect(few).toContain('{"ids":["pieces-1"]}');
   });
 
   it('answers the requests a client sent before half-closing its side of the connection', async () => {
@@ -586,11 +650,22 @@ describe('gateway on real Kafka and Redis', () => {
           'http-version-not-supported',
         ],
         ['FOO /v1/notifications HTTP/1.1\r\nHost: x\r\n\r\n', 501, 'not-implemented'],
+        ['PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 505, 'http-version-not-supported'],
+        // RFC 9112 §6.3: a Transfer-Encoding that does not end in chunked leaves the length unknown.
+        [`${head}Transfer-Encoding: gzip\r\n\r\n{}`, 400, 'bad-request'],
+        // RFC 9112 §3.2: no fragment in a request target, and * is OPTIONS' alone.
+        [
+          `${head.replace('/v1/notifications', '/v1/notifications#f')}Content-Length: 2\r\n\r\n{}`,
+          400,
+          'bad-request',
+        ],
+        [`${head.replace('/v1/notifications', '*')}Content-Length: 2\r\n\r\n{}`, 400, 'bad-request'],
       ];
       for (const [request, status, error] of cases) {
         const response = await sendRaw(framed.gateway.port, request);
         expect(response, error).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
         expect(response.toLowerCase()).toContain('connection: close');
+        expect(response.toLowerCase(), error).toMatch(/\r\ndate: /); // RFC 9110 §6.6.1
         expect(JSON.parse(response.split('\r\n\r\n')[1] ?? '')).toMatchObject({ error });
       }
       expect(await countMessages(framed.kafka, framed.topic)).toBe(0);
@@ -614,7 +689,7 @@ describe('gateway on real Kafka and Redis', () => {
           ([, status, count]) => [status, Number(count)],
         ),
       );
-      expect(refused).toEqual({ '400': 9, '405': 1, '417': 3, '431': 1, '501': 2, '505': 2 });
+      expect(refused).toEqual({ '400': 12, '405': 1, '417': 3, '431': 1, '501': 2, '505': 3 });
     } finally {
       await framed.close();
     }

@@ -304,7 +304,7 @@ describe("gateway: the caller's trace context", () => {
     }
   });
 
-  it('keeps the trace and span ids, drops baggage and clears the sampled flag', () => {
+  it('keeps the trace and span ids, drops baggage and clears every flag', () => {
     const ctx = callerContext({
       traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
       baggage: 'userId=alice,isAdmin=true',
@@ -313,6 +313,16 @@ describe("gateway: the caller's trace context", () => {
     const out: Record<string, string> = {};
     w3cTraceContext.inject(ctx, out, setter);
     expect(out).toEqual({ traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00' });
+    // Flags W3C has not defined are not passed on either (the propagator would write `-010`).
+    for (const flags of ['10', '80', 'ff', '03']) {
+      const written: Record<string, string> = {};
+      w3cTraceContext.inject(
+        callerContext({ traceparent: `00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-${flags}` }),
+        written,
+        setter,
+      );
+      expect(written.traceparent, flags).toBe('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00');
+    }
   });
 
   it("samples a request with a caller's parent as one without: the caller's flag decides nothing", async () => {
