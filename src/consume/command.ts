@@ -161,7 +161,7 @@ export async function startConsumerApp(
       redis,
       providers,
       tokenSource: new RestartSafeTokenSource(limiter, redis, {
-        markerKey: `${config.AQUEDUCT_REDIS_PREFIX}:redis-epoch`,
+        markerKeyFor: (tag) => `${config.AQUEDUCT_REDIS_PREFIX}:{${tag}}:redis-epoch`,
         onDataLoss: (buckets) =>
           logger.warn(
             { buckets },

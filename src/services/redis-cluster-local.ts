@@ -21,12 +21,19 @@ export interface LocalRedisClusterOptions {
 export class LocalRedisCluster {
   readonly ports: readonly number[];
   private readonly dir: string;
-  private readonly processes: readonly TiedProcess[];
+  private readonly processes: TiedProcess[];
+  private readonly spawnNode: (port: number) => TiedProcess;
 
-  private constructor(ports: readonly number[], dir: string, processes: readonly TiedProcess[]) {
+  private constructor(
+    ports: readonly number[],
+    dir: string,
+    processes: TiedProcess[],
+    spawnNode: (port: number) => TiedProcess,
+  ) {
     this.ports = ports;
     this.dir = dir;
     this.processes = processes;
+    this.spawnNode = spawnNode;
   }
 
   /** The nodes as REDIS_CLUSTER_NODES takes them: `127.0.0.1:p1,127.0.0.1:p2,…`. */
@@ -56,14 +63,14 @@ export class LocalRedisCluster {
       busPorts.push(await freePort());
     }
     const dir = await mkdtemp(join(tmpdir(), 'aqueduct-redis-cluster-'));
-    const processes = ports.map((port, i) =>
+    const spawnNode = (port: number) =>
       spawnTied(
         server,
         [
           '--port',
           String(port),
           '--cluster-port',
-          String(busPorts[i]),
+          String(busPorts[ports.indexOf(port)]),
           '--bind',
           '127.0.0.1',
           '--cluster-enabled',
@@ -80,9 +87,9 @@ export class LocalRedisCluster {
           'no',
         ],
         join(dir, `redis-${port}.log`),
-      ),
-    );
-    const cluster = new LocalRedisCluster(ports, dir, processes);
+      );
+    const processes = ports.map(spawnNode);
+    const cluster = new LocalRedisCluster(ports, dir, processes, spawnNode);
     try {
       await Promise.all(
         ports.map((port) => cluster.waitFor(port, async (client) => (await client.ping()) === 'PONG')),
@@ -124,6 +131,18 @@ export class LocalRedisCluster {
       `Redis Cluster node on port ${port} did not get ready:\n${log.trimEnd().split('\n').slice(-15).join('\n')}`,
       'read the redis-server log above.',
     );
+  }
+
+  /**
+   * Kills the node on `port` and starts it again, empty (nothing is persisted), as after a crash: it
+   * keeps its cluster configuration, so it serves its slots again once the cluster says it is ok.
+   */
+  async restartNode(port: number): Promise<void> {
+    const index = this.ports.indexOf(port);
+    if (index === -1) throw new Error(`no node of this cluster on port ${port}`);
+    await this.processes[index]?.stop(0);
+    this.processes[index] = this.spawnNode(port);
+    await this.waitFor(port, async (client) => (await client.cluster('INFO')).includes('cluster_state:ok'));
   }
 
   /** Stops every node and removes their folder (nothing is persisted). */

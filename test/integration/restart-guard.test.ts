@@ -1,9 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenBucketLimiter } from '../../src/limiter/index.ts';
 import { RestartSafeTokenSource } from '../../src/limiter/restart-guard.ts';
-import { LocalRedis } from '../../src/services/index.ts';
+import { createRedis, redisNodeAddresses } from '../../src/redis/client.ts';
+import { LocalRedis, LocalRedisCluster } from '../../src/services/index.ts';
 
 /** After Redis lost its data, the buckets resume empty (at the refill rate), not with a full burst. */
 
@@ -25,7 +26,7 @@ describe('RestartSafeTokenSource', () => {
     const losses: string[][] = [];
     const limiter = new TokenBucketLimiter(client, { keyPrefix: 'guard' });
     const source = new RestartSafeTokenSource(limiter, client, {
-      markerKey: 'guard:redis-epoch',
+      markerKeyFor: (tag) => `guard:{${tag}}:redis-epoch`,
       onDataLoss: (buckets) => losses.push([...buckets]),
     });
     expect((await source.acquire([bucket], 100)).granted).toBe(100); // a new bucket starts full
@@ -45,6 +46,51 @@ describe('RestartSafeTokenSource', () => {
     expect(losses).toEqual([['fcm']]);
     expect((await limiter.acquire([{ ...bucket, name: 'apns' }], 100)).granted).toBe(100);
   });
+});
+
+describe('RestartSafeTokenSource on a Redis Cluster', () => {
+  it('empties the buckets of a tag whose master restarted empty while the client stayed connected to the others', async () => {
+    const local = await LocalRedisCluster.start();
+    const cluster = createRedis(
+      { url: '', clusterNodes: redisNodeAddresses(local.nodes.split(',')) },
+      { maxRetriesPerRequest: 3 },
+    ) as Cluster;
+    cluster.on('error', () => {});
+    try {
+      const bucket = { name: 'fcm', rate: 10, capacity: 100 };
+      const losses: string[][] = [];
+      const source = new RestartSafeTokenSource(
+        new TokenBucketLimiter(cluster, { keyPrefix: 'guard' }),
+        cluster,
+        {
+          markerKeyFor: (tag) => `guard:{${tag}}:redis-epoch`,
+          onDataLoss: (buckets) => losses.push([...buckets]),
+        },
+      );
+      expect((await source.acquire([bucket], 100)).granted).toBe(100);
+
+      // The master of {fcm} crashes and comes back empty; the Cluster client as a whole never
+      // reconnects (its other nodes stay up), only that node's connection does.
+      const slot = Number(await cluster.cluster('KEYSLOT', 'guard:{fcm}:bucket'));
+      const ranges = (await cluster.cluster('SLOTS')) as unknown as Array<[number, number, [string, number]]>;
+      const port = ranges.find(([from, to]) => slot >= from && slot <= to)?.[2][1] as number;
+      await local.restartNode(port);
+      const deadline = Date.now() + 20_000;
+      let granted: number | undefined;
+      while (granted === undefined && Date.now() < deadline) {
+        granted = await source.acquire([bucket], 100).then(
+          (answer) => answer.granted,
+          () => undefined,
+        );
+        if (granted === undefined) await sleep(200);
+      }
+      expect(granted).toBeLessThan(10);
+      expect(losses.flat()).toContain('fcm');
+    } finally {
+      cluster.disconnect();
+      await local.stop();
+    }
+  }, 60_000);
 });
 
 async function waitReady(redis: Redis): Promise<void> {
