@@ -45,17 +45,25 @@ if failure then return failure end
 local written = 0
 for i = 1, p do
   local committed, offsets = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
-  if committed ~= '' then redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. committed) end
+  local floor = nil
+  if committed ~= '' then
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. committed)
+    floor = tonumber(committed)
+  end
   if offsets ~= '' then
     local args = {}
     for offset in string.gmatch(offsets, '[^,]+') do
-      args[#args + 1] = offset
-      args[#args + 1] = offset
-      if #args >= 2000 then
-        redis.call('ZADD', KEYS[i], unpack(args))
-        args = {}
+      -- An offset the commit has passed (finished in the same flush as the commit) is not added: after a
+      -- drain no later commit would trim it.
+      if floor == nil or tonumber(offset) >= floor then
+        args[#args + 1] = offset
+        args[#args + 1] = offset
+        if #args >= 2000 then
+          redis.call('ZADD', KEYS[i], unpack(args))
+          args = {}
+        end
+        written = written + 1
       end
-      written = written + 1
     end
     if #args > 0 then redis.call('ZADD', KEYS[i], unpack(args)) end
     redis.call('EXPIRE', KEYS[i], ARGV[3])

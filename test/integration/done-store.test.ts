@@ -79,6 +79,16 @@ describe('DoneStore', () => {
     expect(await redis.client.exists(s.partitionKey(P0))).toBe(0);
   });
 
+  it('adds no offset the commit has passed when both come in one flush: a drained partition leaves no key', async () => {
+    const s = store({ windowSeconds: 0, markCoalesceMs: 50 });
+    const marked = s.mark(['4', '6', '8'].map((offset) => ({ ...P0, offset })));
+    s.committed(P0, '9');
+    await marked;
+    await s.settled();
+    expect((await s.lookup([], [P0])).finished.get('notifications:0')).toEqual(new Set());
+    expect(await redis.client.exists(s.partitionKey(P0))).toBe(0);
+  });
+
   it('with the window off writes nothing but finished offsets, and knows no (tenant, id)', async () => {
     const prefix = `${redis.prefix}off`;
     const s = new DoneStore(redis.client, { prefix, groupId: 'g', windowSeconds: 0, markCoalesceMs: 0 });
