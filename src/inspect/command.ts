@@ -4,7 +4,12 @@ import { configSchema, REDIS_CONNECTION_SETTINGS } from '../config.ts';
 import { describeIssues } from '../events/decode.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { redactUrl } from '../redact.ts';
-import { createRedis, type RedisConnectionOptions, redisErrorSummary } from '../redis/client.ts';
+import {
+  createRedis,
+  type RedisClient,
+  type RedisConnectionOptions,
+  redisErrorSummary,
+} from '../redis/client.ts';
 import { SetupError } from '../services/errors.ts';
 import { ConfigError, readSettings } from '../settings.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
@@ -97,6 +102,35 @@ function describeTarget(connection: RedisConnectionOptions): string {
     : `REDIS_URL=${redactUrl(connection.url)}`;
 }
 
+/** How long inspect waits for a connection before it says Redis is unreachable. */
+const CONNECT_LIMIT_MS = 10_000;
+
+/**
+ * Resolves once the client is ready; rejects when it ends first or after `limitMs`. A Cluster client's
+ * connect() alone may never settle: when its ready check finds `cluster_state:fail` it disconnects after
+ * the listener that would reject has gone, and with nothing left to wait on, Node exits mid-await.
+ */
+function connected(redis: RedisClient, limitMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => fail(new Error(`no connection within ${limitMs} ms`)), limitMs);
+    const ended = () => fail(new Error('Connection is closed.'));
+    const fail = (error: Error) => {
+      clearTimeout(timer);
+      redis.off('end', ended);
+      reject(error);
+    };
+    redis.once('end', ended);
+    redis.connect().then(
+      () => {
+        clearTimeout(timer);
+        redis.off('end', ended);
+        resolve();
+      },
+      (error: Error) => fail(error),
+    );
+  });
+}
+
 async function runInspect(pattern: string, options: InspectOptions): Promise<void> {
   const { connection, keyPrefix } = await exitOnConfigError('inspect', () =>
     inspectTarget(process.env, options.prefix),
@@ -116,7 +150,7 @@ async function runInspect(pattern: string, options: InspectOptions): Promise<voi
     lastError = error;
   });
   try {
-    await redis.connect();
+    await connected(redis, CONNECT_LIMIT_MS);
   } catch (error) {
     redis.disconnect();
     const cause = lastError && redisErrorSummary(lastError).cause;
@@ -140,7 +174,14 @@ async function runInspect(pattern: string, options: InspectOptions): Promise<voi
 
   try {
     if (!options.watch) {
-      const shot = await snapshot();
+      const shot = await snapshot().catch((error: unknown) => {
+        const cause = lastError && redisErrorSummary(lastError).cause;
+        throw new SetupError(
+          `Redis could not be read at ${target}: ${(error as Error).message}${cause ? ` (${cause})` : ''}`,
+          'check that every master of the Redis the consumers use is up (on a Cluster, `redis-cli cluster info` says cluster_state:ok), then run inspect again.',
+          { cause: error },
+        );
+      });
       process.stdout.write(
         options.json ? `${JSON.stringify(shot, null, 2)}\n` : `${formatBucketTable(shot)}\n`,
       );

@@ -138,11 +138,17 @@ export class LocalRedisCluster {
    * keeps its cluster configuration, so it serves its slots again once the cluster says it is ok.
    */
   async restartNode(port: number): Promise<void> {
+    const index = await this.killNode(port);
+    this.processes[index] = this.spawnNode(port);
+    await this.waitFor(port, async (client) => (await client.cluster('INFO')).includes('cluster_state:ok'));
+  }
+
+  /** Kills the node on `port` at once, as a crash would; says which node of the list it was. */
+  async killNode(port: number): Promise<number> {
     const index = this.ports.indexOf(port);
     if (index === -1) throw new Error(`no node of this cluster on port ${port}`);
     await this.processes[index]?.stop(0);
-    this.processes[index] = this.spawnNode(port);
-    await this.waitFor(port, async (client) => (await client.cluster('INFO')).includes('cluster_state:ok'));
+    return index;
   }
 
   /** Stops every node and removes their folder (nothing is persisted). */

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { InspectSnapshot } from '../../src/inspect/format.ts';
 import { TokenBucketLimiter } from '../../src/limiter/index.ts';
 import { createRedis, redisNodeAddresses } from '../../src/redis/client.ts';
+import { LocalRedisCluster } from '../../src/services/index.ts';
 import { sampleEvent, startTestGateway } from '../helpers/gateway.ts';
 
 const run = promisify(execFile);
@@ -122,6 +123,23 @@ describe('the limiter on a Redis Cluster', () => {
     expect(error.code).toBe(2);
     expect(error.stderr).toContain('Redis is unreachable at REDIS_CLUSTER_NODES=127.0.0.1:1');
   });
+
+  it('`aqueduct inspect` says which cluster it could not read when a master is down, and exits 2', async () => {
+    const local = await LocalRedisCluster.start();
+    try {
+      await local.killNode(local.ports[1] as number);
+      const error = (await run(node, [cli, 'inspect'], {
+        env: { ...process.env, REDIS_URL: '', REDIS_CLUSTER_NODES: local.nodes },
+      }).catch((e: unknown) => e)) as { code: number; stderr: string };
+      expect(error.code, error.stderr).toBe(2);
+      expect(error.stderr).toMatch(
+        new RegExp(`Redis (could not be read|is unreachable) at REDIS_CLUSTER_NODES=${local.nodes}`),
+      );
+      expect(error.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    } finally {
+      await local.stop();
+    }
+  }, 60_000);
 
   it('`aqueduct inspect` pointed at a Redis that is not a cluster says so', async () => {
     const standalone = new URL(inject('redisUrl')).host;
