@@ -13,6 +13,7 @@ import { warmUpHotPaths } from '../pipeline/warm-up.ts';
 import { RedisProviderTokenStore } from '../providers/apns-token-store.ts';
 import { createProviders, type ProvidersOptions } from '../providers/index.ts';
 import { createRedis, type RedisClient, redisErrorSummary } from '../redis/client.ts';
+import { RedisReachability } from '../redis/reachability.ts';
 import { settingsHelp } from '../settings.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
 import { kafkaSecurityOptions, providersOptions, redisConnectionOptions } from '../settings-options.ts';
@@ -85,16 +86,24 @@ export async function startConsumerApp(
     enableAutoPipelining: true,
   });
   redis.on('error', (error) => logger.warn({ err: redisErrorSummary(error) }, 'redis connection error'));
+  // The hash tags a consumer's calls use: the providers' buckets and the three dedupe tags.
+  const reachability = new RedisReachability(
+    redis,
+    ['{fcm}', '{apns}', '{d0}', '{d1}', '{d2}'].map(
+      (tag) => `${config.AQUEDUCT_REDIS_PREFIX}:${tag}:reachable`,
+    ),
+  );
   let consumer: NotificationConsumer | undefined;
   let health: HealthServer;
   try {
     health = await startHealthServer({
       port: config.AQUEDUCT_HTTP_PORT,
       setting: 'AQUEDUCT_HTTP_PORT',
-      isReady: () => consumer?.ready === true && redis.status === 'ready',
+      isReady: () => consumer?.ready === true && reachability.ok,
       registry: metrics.registry,
     });
   } catch (error) {
+    reachability.stop();
     redis.disconnect();
     throw error;
   }
@@ -174,6 +183,7 @@ export async function startConsumerApp(
   } catch (error) {
     stopWarmUp.abort();
     await Promise.all([warmingUp, providers?.fcm.close(), providers?.apns.close(), health.close()]);
+    reachability.stop();
     redis.disconnect();
     throw error;
   }
@@ -195,6 +205,7 @@ export async function startConsumerApp(
       await warmingUp;
       summary.stop(logger);
       await Promise.all([started.fcm.close(), started.apns.close(), health.close()]);
+      reachability.stop();
       redis.disconnect();
       return result;
     },

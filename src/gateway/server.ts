@@ -8,9 +8,10 @@ import { listenOrExplain } from '../lifecycle.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createRedis, redisErrorSummary } from '../redis/client.ts';
+import { RedisReachability } from '../redis/reachability.ts';
 import { kafkaSecurityOptions, redisConnectionOptions, topicDurabilityOf } from '../settings-options.ts';
 import { buildAdminApp } from './admin-app.ts';
-import { TenantAdmission } from './admission.ts';
+import { admissionBucketName, TenantAdmission } from './admission.ts';
 import { ApiKeys } from './api-keys.ts';
 import { buildGatewayApp } from './app.ts';
 import { closeGently } from './bounded-server.ts';
@@ -73,6 +74,15 @@ export async function startGateway(
   redis?.on('error', (error: Error) =>
     logger.warn({ err: redisErrorSummary(error) }, 'redis connection error'),
   );
+  // The slots of the tenants' admission buckets (at most 32 of them: enough to cover every master).
+  const reachability = redis
+    ? new RedisReachability(
+        redis,
+        [...new Set(apiKeyHashes(config).values())]
+          .slice(0, 32)
+          .map((tenant) => `${config.AQUEDUCT_REDIS_PREFIX}:{${admissionBucketName(tenant)}}:reachable`),
+      )
+    : undefined;
   const limiter = redis
     ? new TokenBucketLimiter(redis, {
         keyPrefix: config.AQUEDUCT_REDIS_PREFIX,
@@ -111,7 +121,7 @@ export async function startGateway(
   await warnAboutDurability(kafka, config, logger);
 
   let closing = false;
-  const isReady = () => !closing && writer.ready && (redis === undefined || redis.status === 'ready');
+  const isReady = () => !closing && writer.ready && (reachability === undefined || reachability.ok);
   const app = buildGatewayApp({
     sink: writer,
     admission,
@@ -154,6 +164,7 @@ export async function startGateway(
     await app.close();
     await admin.close();
     await writer.close();
+    reachability?.stop();
     redis?.disconnect();
     throw error;
   }
@@ -184,6 +195,7 @@ export async function startGateway(
       await closeGently(app);
       await writer.close();
       await closeGently(admin);
+      reachability?.stop();
       redis?.disconnect();
     },
   };

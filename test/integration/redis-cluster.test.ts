@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { InspectSnapshot } from '../../src/inspect/format.ts';
 import { TokenBucketLimiter } from '../../src/limiter/index.ts';
 import { createRedis, redisNodeAddresses } from '../../src/redis/client.ts';
+import { RedisReachability } from '../../src/redis/reachability.ts';
 import { LocalRedisCluster } from '../../src/services/index.ts';
 import { sampleEvent, startTestGateway } from '../helpers/gateway.ts';
 
@@ -137,6 +138,33 @@ describe('the limiter on a Redis Cluster', () => {
       );
       expect(error.stderr).not.toMatch(/\n\s+at /); // no stack trace
     } finally {
+      await local.stop();
+    }
+  }, 60_000);
+
+  it('readiness reads each hash tag in use: not ready while a master is down, though the client says ready', async () => {
+    const local = await LocalRedisCluster.start();
+    const client = createRedis(
+      { url: '', clusterNodes: redisNodeAddresses(local.nodes.split(',')) },
+      { maxRetriesPerRequest: 1 },
+    ) as Cluster;
+    client.on('error', () => {});
+    const reachability = new RedisReachability(
+      client,
+      ['{d0}', '{d1}', '{d2}'].map((tag) => `probe:${tag}:reachable`),
+      200,
+    );
+    try {
+      await expect.poll(() => reachability.ok, { timeout: 10_000, interval: 100 }).toBe(true);
+      const port = local.ports[2] as number;
+      await local.killNode(port);
+      await expect.poll(() => reachability.ok, { timeout: 10_000, interval: 100 }).toBe(false);
+      expect(client.status).toBe('ready');
+      await local.restartNode(port);
+      await expect.poll(() => reachability.ok, { timeout: 20_000, interval: 200 }).toBe(true);
+    } finally {
+      reachability.stop();
+      client.disconnect();
       await local.stop();
     }
   }, 60_000);
