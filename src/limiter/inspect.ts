@@ -27,6 +27,7 @@ export async function inspectBuckets(
   const byTag = new Map<string, Map<string, string>>();
   // A Cluster's keys are spread over its masters, and SCAN walks one server's keys only.
   const servers = redis.isCluster ? (redis as Cluster).nodes('master') : [redis as Redis];
+  if (redis.isCluster) await assertEveryMasterScanned(redis as Cluster, servers, bounded);
   for (const server of servers) {
     let cursor = '0';
     do {
@@ -97,4 +98,33 @@ function bucketStates(batch: ReadonlyArray<[string, string]>, fields: readonly s
 
 function numberOrNull(text: string): number | null {
   return text === '' ? null : Number(text);
+}
+
+/**
+ * Throws unless `servers` are every master that serves a slot and the slots are all served: the client
+ * drops a master it lost from its list, and a listing without that master's buckets would look whole.
+ */
+async function assertEveryMasterScanned(
+  cluster: Cluster,
+  servers: readonly Redis[],
+  bounded: <T>(reply: Promise<T>) => Promise<T>,
+): Promise<void> {
+  const ranges = (await bounded(cluster.cluster('SLOTS'))) as unknown as Array<
+    [number, number, [string, number, ...unknown[]]?]
+  >;
+  const scanned = new Set(servers.map((server) => `${server.options.host}:${server.options.port}`));
+  const missing = new Map<string, string[]>();
+  let served = 0;
+  for (const [from, to, master] of ranges) {
+    served += to - from + 1;
+    const address = master ? `${master[0]}:${master[1]}` : 'no master';
+    if (scanned.has(address)) continue;
+    missing.set(address, [...(missing.get(address) ?? []), `${from}-${to}`]);
+  }
+  if (served < 16_384)
+    missing.set('no master', [...(missing.get('no master') ?? []), `${16_384 - served} slots`]);
+  if (missing.size > 0) {
+    const list = [...missing].map(([address, slots]) => `${address} (slots ${slots.join(', ')})`).join('; ');
+    throw new Error(`not every master of the cluster can be read, so some buckets would be missing: ${list}`);
+  }
 }

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { Cluster, Redis } from 'ioredis';
@@ -164,6 +165,39 @@ describe('the limiter on a Redis Cluster', () => {
       await expect.poll(() => reachability.ok, { timeout: 20_000, interval: 200 }).toBe(true);
     } finally {
       reachability.stop();
+      client.disconnect();
+      await local.stop();
+    }
+  }, 60_000);
+
+  it('inspect never lists the buckets of some masters as if they were all: a master down is an error', async () => {
+    const local = await LocalRedisCluster.start();
+    const client = createRedis(
+      { url: '', clusterNodes: redisNodeAddresses(local.nodes.split(',')) },
+      { maxRetriesPerRequest: 1 },
+    ) as Cluster;
+    client.on('error', () => {});
+    try {
+      const own = new TokenBucketLimiter(client, { keyPrefix: 'probe', timeoutMs: 2000 });
+      const names = Array.from({ length: 12 }, (_, i) => `p${i}`);
+      for (const name of names) await own.acquire([{ name, rate: 1, capacity: 10 }], 1);
+      expect((await own.inspect('*')).map((b) => b.name).sort()).toEqual([...names].sort());
+      await local.killNode(local.ports[1] as number);
+      const deadline = Date.now() + 8000;
+      const partial: number[] = [];
+      let refused = 0;
+      while (Date.now() < deadline) {
+        await own.inspect('*').then(
+          (buckets) => {
+            if (buckets.length < names.length) partial.push(buckets.length);
+          },
+          () => refused++,
+        );
+        await sleep(200);
+      }
+      expect(partial).toEqual([]);
+      expect(refused).toBeGreaterThan(0);
+    } finally {
       client.disconnect();
       await local.stop();
     }
