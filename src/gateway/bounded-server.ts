@@ -1,4 +1,5 @@
 import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 
@@ -31,7 +32,7 @@ export interface BoundedServerOptions {
   bodyLimit?: number;
   /**
    * Told the status of every request refused before it reaches a route: broken framing (400), a missed
-   * deadline (408), headers too large (431), a missing, repeated or invalid Host or a repeated
+   * deadline (408), a request line (414) or headers (431) too large, a missing, repeated or invalid Host or a repeated
    * Content-Type (400), an unsupported transfer coding or method (501) or HTTP version (505), an
    * expectation other than 100-continue (417), CONNECT (405), or a request that arrives while the app
    * closes (503).
@@ -375,7 +376,8 @@ function responsesInFlight(socket: Duplex, limitMs: number): Promise<void> {
 }
 
 /**
- * What Node refuses before a request reaches a route (a deadline missed, headers over Node's 16 KiB, a
+ * What Node refuses before a request reaches a route (a deadline missed, a request line or headers over
+ * Node's 16 KiB, a
  * request that is not HTTP/1.1 as RFC 9112 writes it: conflicting lengths, a bad chunk) is answered in
  * the API's own error shape, `{error, message}`, and the connection closed: a client that broke the
  * framing cannot be trusted to delimit its next request.
@@ -396,7 +398,10 @@ function answerClientError(
           },
         ]
       : error.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, { error: 'headers-too-large', message: 'the request headers are larger than 16 KiB' }]
+        ? overflowedInRequestLine(error, socket)
+          ? // RFC 9110 §15.5.15: a target longer than the server will read is a 414, not a header fault.
+            [414, { error: 'uri-too-long', message: 'the request line is longer than 16 KiB' }]
+          : [431, { error: 'headers-too-large', message: 'the request headers are larger than 16 KiB' }]
         : error.code === 'HPE_PAUSED_H2_UPGRADE' || isOtherMajorVersion(requestLineMajorVersion(error))
           ? // The HTTP/2 preface (`PRI * HTTP/2.0`), `HTTP/3.0`: whatever else the parser disliked.
             [505, HTTP_VERSION_NOT_SUPPORTED]
@@ -406,6 +411,25 @@ function answerClientError(
             : [400, { error: 'bad-request', message: 'not a well-formed HTTP/1.1 request' }];
   answerAndClose(socket, status, body, {}, error);
   return status;
+}
+
+/**
+ * Whether the parser ran out of room inside a request line (`POST /aaaa…`): the line holding the
+ * failure starts with a method and a space, which no header line can (a field name ends at its colon,
+ * with no space before it). A line that began in an earlier chunk cannot be told apart from the middle
+ * of a header value, so unless the chunk is the connection's first, that stays a 431.
+ */
+function overflowedInRequestLine(
+  error: Error & { rawPacket?: unknown; bytesParsed?: unknown },
+  socket: Duplex,
+): boolean {
+  const packet = error.rawPacket;
+  if (!Buffer.isBuffer(packet) || typeof error.bytesParsed !== 'number') return false;
+  const text = packet.toString('latin1', 0, Math.min(error.bytesParsed, packet.length));
+  const lineStart = text.lastIndexOf('\n') + 1;
+  const firstChunk = socket instanceof Socket && socket.bytesRead === packet.length;
+  if (lineStart === 0 && !firstChunk) return false;
+  return /^[!#$%&'*+.^_`|~0-9A-Za-z-]+ /.test(text.slice(lineStart));
 }
 
 function isOtherMajorVersion(major: string | undefined): boolean {

@@ -60,6 +60,10 @@ function errorTypes(options: OpenApiOptions) {
         'the body has a `Content-Encoding` such as `gzip` (the answer says `Accept-Encoding: identity`): send it uncompressed.',
     },
     '417': { 'expectation-failed': `an \`Expect\` other than \`100-continue\`; ${beforeBody}.` },
+    '414': {
+      'uri-too-long':
+        'the request line (method, target and version) is longer than 16 KiB; answered before any route, and the connection is closed.',
+    },
     '429': {
       throttled:
         'the tenant is above its admission limit (every request costs one unit before its body is read, invalid ones included); retry after `Retry-After` seconds.',
@@ -197,6 +201,7 @@ export function openApiDocument(options: OpenApiOptions): Json {
               },
             }),
             '417': problem('417', 'An expectation this API does not meet; the connection is closed.'),
+            '414': problem('414', 'The request target is too long; the connection is closed.'),
             '429': problem('429', 'The tenant is above its admission limit.', {
               ...rateLimitHeaders,
               'Retry-After': { $ref: '#/components/headers/Retry-After' },

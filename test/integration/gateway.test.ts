@@ -612,6 +612,10 @@ describe('gateway on real Kafka and Redis', () => {
         [`${head}Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n`, 400, 'bad-request'],
         [`${head}Content-Length: -1\r\n\r\n`, 400, 'bad-request'],
         [`${head}X-Pad: ${'p'.repeat(20_000)}\r\n\r\n`, 431, 'headers-too-large'],
+        // RFC 9110 §15.5.15: a target too long to read is a 414, whatever the headers hold.
+        [`POST /v1/notifications?${'q'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 414, 'uri-too-long'],
+        // A header value with spaces in it is still a header.
+        [`${head}X-Pad: ${'p '.repeat(40_000)}\r\n\r\n`, 431, 'headers-too-large'],
         [
           `POST /v1/notifications HTTP/1.1\r\nAuthorization: Bearer ${ACME}\r\nContent-Length: 2\r\n\r\n{}`,
           400,
@@ -689,7 +693,7 @@ describe('gateway on real Kafka and Redis', () => {
           ([, status, count]) => [status, Number(count)],
         ),
       );
-      expect(refused).toEqual({ '400': 12, '405': 1, '417': 3, '431': 1, '501': 2, '505': 3 });
+      expect(refused).toEqual({ '400': 12, '405': 1, '414': 1, '417': 3, '431': 2, '501': 2, '505': 3 });
     } finally {
       await framed.close();
     }
