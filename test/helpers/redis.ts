@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import { inject } from 'vitest';
+import { createRedis, redisNodeAddresses } from '../../src/redis/client.ts';
+import { LocalRedisCluster } from '../../src/services/index.ts';
 
 /**
  * A Redis client on the run's shared server with a key prefix of its own. Clean-up deletes only keys
@@ -26,6 +28,33 @@ export function testRedis(name = 'test'): TestRedis {
         cursor = next;
       } while (cursor !== '0');
       client.disconnect();
+    },
+  };
+}
+
+/**
+ * A 3-master Redis Cluster of the test's own, for tests that kill or restart its nodes (the run's
+ * shared cluster must stay whole), with a Cluster client that tolerates the outages the test makes.
+ */
+export interface PrivateCluster {
+  local: LocalRedisCluster;
+  client: Cluster;
+  stop(): Promise<void>;
+}
+
+export async function privateCluster(maxRetriesPerRequest: number): Promise<PrivateCluster> {
+  const local = await LocalRedisCluster.start();
+  const client = createRedis(
+    { url: '', clusterNodes: redisNodeAddresses(local.nodes.split(',')) },
+    { maxRetriesPerRequest },
+  ) as Cluster;
+  client.on('error', () => {});
+  return {
+    local,
+    client,
+    async stop() {
+      client.disconnect();
+      await local.stop();
     },
   };
 }

@@ -11,6 +11,7 @@ import { createRedis, redisNodeAddresses } from '../../src/redis/client.ts';
 import { RedisReachability } from '../../src/redis/reachability.ts';
 import { LocalRedisCluster } from '../../src/services/index.ts';
 import { sampleEvent, startTestGateway } from '../helpers/gateway.ts';
+import { privateCluster } from '../helpers/redis.ts';
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -144,12 +145,7 @@ describe('the limiter on a Redis Cluster', () => {
   }, 60_000);
 
   it('readiness reads each hash tag in use: not ready while a master is down, though the client says ready', async () => {
-    const local = await LocalRedisCluster.start();
-    const client = createRedis(
-      { url: '', clusterNodes: redisNodeAddresses(local.nodes.split(',')) },
-      { maxRetriesPerRequest: 1 },
-    ) as Cluster;
-    client.on('error', () => {});
+    const { local, client, stop } = await privateCluster(1);
     const reachability = new RedisReachability(
       client,
       ['{d0}', '{d1}', '{d2}'].map((tag) => `probe:${tag}:reachable`),
@@ -165,18 +161,12 @@ describe('the limiter on a Redis Cluster', () => {
       await expect.poll(() => reachability.ok, { timeout: 20_000, interval: 200 }).toBe(true);
     } finally {
       reachability.stop();
-      client.disconnect();
-      await local.stop();
+      await stop();
     }
   }, 60_000);
 
   it('inspect never lists the buckets of some masters as if they were all: a master down is an error', async () => {
-    const local = await LocalRedisCluster.start();
-    const client = createRedis(
-      { url: '', clusterNodes: redisNodeAddresses(local.nodes.split(',')) },
-      { maxRetriesPerRequest: 1 },
-    ) as Cluster;
-    client.on('error', () => {});
+    const { local, client, stop } = await privateCluster(1);
     try {
       const own = new TokenBucketLimiter(client, { keyPrefix: 'probe', timeoutMs: 2000 });
       const names = Array.from({ length: 12 }, (_, i) => `p${i}`);
@@ -198,8 +188,7 @@ describe('the limiter on a Redis Cluster', () => {
       expect(partial).toEqual([]);
       expect(refused).toBeGreaterThan(0);
     } finally {
-      client.disconnect();
-      await local.stop();
+      await stop();
     }
   }, 60_000);
 

@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Cluster, Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenBucketLimiter } from '../../src/limiter/index.ts';
 import { RestartSafeTokenSource } from '../../src/limiter/restart-guard.ts';
-import { createRedis, redisNodeAddresses } from '../../src/redis/client.ts';
-import { LocalRedis, LocalRedisCluster } from '../../src/services/index.ts';
+import { LocalRedis } from '../../src/services/index.ts';
+import { privateCluster } from '../helpers/redis.ts';
 
 /** After Redis lost its data, the buckets resume empty (at the refill rate), not with a full burst. */
 
@@ -50,12 +50,7 @@ describe('RestartSafeTokenSource', () => {
 
 describe('RestartSafeTokenSource on a Redis Cluster', () => {
   it('empties the buckets of a tag whose master restarted empty while the client stayed connected to the others', async () => {
-    const local = await LocalRedisCluster.start();
-    const cluster = createRedis(
-      { url: '', clusterNodes: redisNodeAddresses(local.nodes.split(',')) },
-      { maxRetriesPerRequest: 3 },
-    ) as Cluster;
-    cluster.on('error', () => {});
+    const { local, client: cluster, stop } = await privateCluster(3);
     try {
       const bucket = { name: 'fcm', rate: 10, capacity: 100 };
       const losses: string[][] = [];
@@ -87,8 +82,7 @@ describe('RestartSafeTokenSource on a Redis Cluster', () => {
       expect(granted).toBeLessThan(10);
       expect(losses.flat()).toContain('fcm');
     } finally {
-      cluster.disconnect();
-      await local.stop();
+      await stop();
     }
   }, 60_000);
 });
