@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { context, type DiagLogger, DiagLogLevel, diag, propagation, trace } from '@opentelemetry/api';
 import type { Sampler, SpanProcessor } from '@opentelemetry/sdk-trace';
 import type { Logger } from '../log.ts';
+import { otelSettingProblems, TRACE_EXPORTERS, traceExporterNames } from './otel-settings.ts';
 
 /**
  * Tracing for every Aqueduct process (consumer, publisher, gateway): the OpenTelemetry Node SDK,
@@ -37,18 +38,18 @@ let active: Tracing | undefined;
 /**
  * Whether tracing is configured, i.e. whether spans have somewhere to go: OTEL_EXPORTER_OTLP_ENDPOINT,
  * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_CONFIG_FILE is set, or OTEL_TRACES_EXPORTER names an
- * exporter other than `none`. OTEL_SDK_DISABLED=true wins over all of them. Variables that only shape
- * tracing (OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_PROTOCOL…) do not turn it on: a
- * process that names its service but no collector should not try localhost:4318 forever.
+ * exporter other than `none`. OTEL_SDK_DISABLED=true wins over all of them, and so does an
+ * OTEL_TRACES_EXPORTER that names no exporter the SDK has (`jaeger`, `zipkin`…): the SDK would build
+ * none, and every span would go nowhere. Variables that only shape tracing (OTEL_SERVICE_NAME,
+ * OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_PROTOCOL…) do not turn it on: a process that names its
+ * service but no collector should not try localhost:4318 forever.
  */
 export function tracingConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
   const set = (name: string) => (env[name] ?? '').trim() !== '';
   if ((env.OTEL_SDK_DISABLED ?? '').trim().toLowerCase() === 'true') return false;
-  const exporters = (env.OTEL_TRACES_EXPORTER ?? '')
-    .split(',')
-    .map((name) => name.trim())
-    .filter(Boolean);
+  const exporters = traceExporterNames(env);
   if (exporters.includes('none')) return false;
+  if (exporters.length > 0 && !exporters.some((name) => TRACE_EXPORTERS.has(name))) return false;
   return (
     set('OTEL_EXPORTER_OTLP_ENDPOINT') ||
     set('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ||
@@ -74,7 +75,14 @@ export function isTracingEnabled(): boolean {
 export async function startTracing(serviceName: string, options: TracingOptions = {}): Promise<Tracing> {
   const env = options.env ?? process.env;
   if (active?.enabled) throw new Error('tracing is already started in this process');
-  if (!options.spanProcessors && !tracingConfigured(env)) return { enabled: false, shutdown: async () => {} };
+  const configured = options.spanProcessors !== undefined || tracingConfigured(env);
+  // Said before the SDK starts: it ignores these values with a diagnostic of its own that nobody sees
+  // (see otel-settings.ts). While tracing is off they matter only when they are what turned it off.
+  if (configured || traceExporterNames(env).length > 0) {
+    const warn = diagLogger(options.logger).warn;
+    for (const problem of otelSettingProblems(env)) warn(problem);
+  }
+  if (!configured) return { enabled: false, shutdown: async () => {} };
 
   // Loaded only when used: the SDK and its exporters take a noticeable while to import.
   const { startNodeSdk } = await import('@opentelemetry/sdk-node');

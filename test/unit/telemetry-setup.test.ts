@@ -54,6 +54,61 @@ describe('when tracing is on', () => {
     expect(tracingConfigured({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c' })).toBe(
       false,
     );
+    // An exporter the SDK does not have is no exporter: the SDK would build none.
+    expect(
+      tracingConfigured({ OTEL_TRACES_EXPORTER: 'jaeger', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c' }),
+    ).toBe(false);
+    expect(tracingConfigured({ OTEL_TRACES_EXPORTER: 'jaeger, otlp' })).toBe(true);
+  });
+
+  it('names every OTEL_* value the SDK would set aside, in a warning of its own', async () => {
+    const out = capture();
+    const logger = createLogger('info', 'aqueduct', out.stream);
+    tracing = await startTracing('aqueduct-test', {
+      spanProcessors: [new SimpleSpanProcessor({ exporter: new InMemorySpanExporter() })],
+      logger,
+      env: {
+        OTEL_TRACES_EXPORTER: 'otlp,jaeger',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/xml',
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: 'half',
+        OTEL_PROPAGATORS: 'tracecontext,xray',
+        OTEL_BSP_SCHEDULE_DELAY: '-5',
+      },
+    });
+    const warnings = out
+      .lines()
+      .filter((line) => line.otel === true && line.level === 40)
+      .map((line) => String(line.msg));
+    expect(warnings).toEqual([
+      expect.stringMatching(/^OTEL_TRACES_EXPORTER="jaeger" is not one of otlp, console, none: left out$/),
+      expect.stringMatching(
+        /^OTEL_EXPORTER_OTLP_PROTOCOL="http\/xml" is not one of .*: using http\/protobuf$/,
+      ),
+      expect.stringMatching(/^OTEL_TRACES_SAMPLER_ARG="half" is not a ratio from 0 to 1: using 1$/),
+      expect.stringMatching(/^OTEL_PROPAGATORS="xray" is not one of .*: left out$/),
+      expect.stringMatching(/^OTEL_BSP_SCHEDULE_DELAY="-5" is not a number greater than 0/),
+    ]);
+    await tracing.shutdown();
+    tracing = undefined;
+
+    // Tracing off because of an exporter the SDK does not have: said, not silent.
+    const off = capture();
+    const none = await startTracing('aqueduct-test', {
+      logger: createLogger('info', 'aqueduct', off.stream),
+      env: { OTEL_TRACES_EXPORTER: 'jaeger', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' },
+    });
+    expect(none.enabled).toBe(false);
+    expect(off.lines().map((line) => line.msg)).toEqual([
+      'OTEL_TRACES_EXPORTER="jaeger" is not one of otlp, console, none: no spans are exported',
+    ]);
+    // Nothing to say when all is well.
+    const quiet = capture();
+    await startTracing('aqueduct-test', {
+      logger: createLogger('info', 'aqueduct', quiet.stream),
+      env: { OTEL_TRACES_SAMPLER: 'always_on', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
+    });
+    expect(quiet.lines()).toEqual([]);
   });
 
   it('starts nothing when not configured, and starts, restarts and stops when given span processors', async () => {
