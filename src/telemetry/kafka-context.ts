@@ -15,9 +15,20 @@ import { headerString } from '../kafka/headers.ts';
  * propagator is a no-op: inject adds nothing, extract returns the context it was given.
  */
 
+/**
+ * A repeated header is read as HTTP reads a repeated field: its values joined by commas. That combines
+ * `tracestate` and `baggage` entries, which are lists, and makes two `traceparent`s one invalid value, so
+ * that such a message starts a new trace rather than one of two parents picked at random (W3C Trace
+ * Context's test suite, `test_traceparent_duplicated`).
+ */
 const getter: TextMapGetter<IHeaders> = {
   keys: (headers) => Object.keys(headers),
-  get: (headers, key) => headerString(headers, key),
+  get: (headers, key) => {
+    const value = headers[key];
+    if (!Array.isArray(value)) return headerString(headers, key);
+    const parts = value.filter((part) => part !== null && part !== undefined).map((part) => part.toString());
+    return parts.length > 0 ? parts.join(',') : undefined;
+  },
 };
 
 const setter: TextMapSetter<Record<string, string>> = {

@@ -170,6 +170,30 @@ describe('when tracing is on', () => {
     );
     span.end();
   });
+
+  it('starts a new trace for a message with two traceparent headers, and combines repeated tracestate headers', async () => {
+    tracing = await startTracing('aqueduct-test', {
+      spanProcessors: [new SimpleSpanProcessor({ exporter: new InMemorySpanExporter() })],
+    });
+    const first = `00-${'1'.repeat(32)}-${'2'.repeat(16)}-01`;
+    const second = `00-${'3'.repeat(32)}-${'4'.repeat(16)}-01`;
+    // As kafkajs gives a repeated header: an array of Buffers, in the record's order.
+    for (const traceparent of [
+      [first, second],
+      [first, first],
+    ]) {
+      const headers = { traceparent: traceparent.map((value) => Buffer.from(value)) };
+      expect(trace.getSpanContext(extractTraceContext(headers))).toBeUndefined();
+    }
+    const combined = trace.getSpanContext(
+      extractTraceContext({
+        traceparent: [Buffer.from(first)],
+        tracestate: [Buffer.from('a=1'), Buffer.from('b=2')],
+      }),
+    );
+    expect(combined?.traceId).toBe('1'.repeat(32));
+    expect(combined?.traceState?.serialize()).toBe('a=1,b=2');
+  });
 });
 
 describe('logs', () => {
