@@ -2,6 +2,7 @@ import type { IHeaders, KafkaMessage, Message, Producer, TopicMessages } from 'k
 import type { Topics } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
 import { envelopeBytes, HEADER, writableHeaders } from '../kafka/headers.ts';
+import { copyTraceContext } from '../telemetry/kafka-context.ts';
 import { parkedPartition } from './parking-lanes.ts';
 
 const AQUEDUCT_HEADER_PREFIX = 'aqueduct-';
@@ -223,7 +224,8 @@ export class OutcomeWriter {
 
 /**
  * The original headers (trace context included), byte for byte and repeated ones all kept (Kafka header
- * values are bytes, and a producer may send one name twice), plus where the event was first read. Only
+ * values are bytes, and a producer may send one name twice), plus where the event was first read; a
+ * message without a valid trace context of its own gets the one its reading started instead. Only
  * Aqueduct writes `aqueduct-*` headers, and only on the retry and deferred topics: on any other topic
  * they are a producer's own and are dropped, so that no producer can fake where a message came from.
  */
@@ -237,6 +239,14 @@ function originHeaders(
     message.headers,
     (name) => fromAqueduct || !name.startsWith(AQUEDUCT_HEADER_PREFIX),
   );
+  // A message that carried no valid trace context started a trace when it was read: its copy carries
+  // that trace on (the message's own tracestate goes with its invalid traceparent, as W3C asks).
+  const started = copyTraceContext(message);
+  if (started) {
+    delete headers.traceparent;
+    delete headers.tracestate;
+    Object.assign(headers, started);
+  }
   // A retried message keeps the coordinates of its first reading.
   headers[HEADER.originTopic] ??= origin.topic;
   headers[HEADER.originPartition] ??= String(origin.partition);

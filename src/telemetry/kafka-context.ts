@@ -5,6 +5,7 @@ import {
   ROOT_CONTEXT,
   type TextMapGetter,
   type TextMapSetter,
+  trace,
 } from '@opentelemetry/api';
 import type { IHeaders } from 'kafkajs';
 import { headerString } from '../kafka/headers.ts';
@@ -56,4 +57,32 @@ export function injectTraceContext(
 export function extractTraceContext(headers: IHeaders | undefined, base: Context = ROOT_CONTEXT): Context {
   if (!headers) return base;
   return propagation.extract(base, headers, getter);
+}
+
+/**
+ * Per consumed message (the kafkajs message object) that carried no valid trace context: the context of
+ * the span that read it, i.e. of the trace its reading started. Forgotten with the message.
+ */
+const startedTraces = new WeakMap<object, Context>();
+
+/**
+ * Remembers that reading `message`, whose headers carry no valid trace context, started a new trace in
+ * `context` (see {@link copyTraceContext}).
+ */
+export function rememberStartedTrace(message: object, context: Context): void {
+  startedTraces.set(message, context);
+}
+
+/**
+ * The trace context headers (`traceparent`, and `tracestate` when there is one) that a copy of `message`
+ * Aqueduct writes (retry, deferred, dead-letter, invalid-token records) carries in place of the
+ * message's own, or undefined to keep the message's own. A message without a valid `traceparent` of its
+ * own (none, an invalid one, two of them) started a trace when it was read; without this its copy would
+ * carry no context, or the same invalid one, and its next reading would start yet another trace.
+ */
+export function copyTraceContext(message: object): Record<string, string> | undefined {
+  const started = startedTraces.get(message);
+  if (!started || !trace.getSpanContext(started)) return undefined;
+  const headers = injectTraceContext({}, started);
+  return headers.traceparent ? headers : undefined;
 }

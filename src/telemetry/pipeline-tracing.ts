@@ -14,7 +14,7 @@ import type { Item } from '../pipeline/item.ts';
 import type { AcquireContext, SendContext } from '../pipeline/observer.ts';
 import type { PushOutcome } from '../providers/types.ts';
 import { ATTR, eventAttributes, reasonCode } from './attributes.ts';
-import { extractTraceContext } from './kafka-context.ts';
+import { extractTraceContext, rememberStartedTrace } from './kafka-context.ts';
 import type { ObserverHooks } from './observers.ts';
 
 const TRACER = 'aqueduct';
@@ -97,9 +97,11 @@ export class PipelineTracing implements ObserverHooks {
     if (item.decoded.ok) Object.assign(attributes, eventAttributes(item.decoded.event));
     const parent = extractTraceContext(item.message.headers);
     const span = this.tracer.startSpan(`process ${topic}`, { kind: SpanKind.CONSUMER, attributes }, parent);
+    const spanContext = trace.setSpan(parent, span);
+    if (!trace.getSpanContext(parent)) rememberStartedTrace(item.message, spanContext);
     const eventTrace: EventTrace = {
       span,
-      context: trace.setSpan(parent, span),
+      context: spanContext,
       acquire: undefined,
       acquireStartedAt: 0,
       takes: 0,

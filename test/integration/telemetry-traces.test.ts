@@ -209,6 +209,59 @@ describe('tracing an event from publish to provider answer (in-memory exporter)'
     }
   });
 
+  it('keeps every reading of an event in one trace when its producer sent no valid traceparent', async () => {
+    const memory = await startTracingInMemory();
+    // Half the pushes answered 503: most events are read again from the retry topic.
+    rig = await startRig({
+      partitions: 1,
+      rate: 1000,
+      burst: 1000,
+      simulator: { faults: { error503: 0.5 }, seed: 3 },
+    });
+    const events = [...generateEvents({ count: 20, apnsRatio: 0.5 })];
+    // As Kafka's console producer writes them: no traceparent at all, or one W3C refuses (upper case).
+    const invalid = `00-${'AB'.repeat(16)}-${'CD'.repeat(8)}-01`;
+    const producer = rig.kafka.producer();
+    await producer.connect();
+    await producer.send({
+      topic: rig.topic,
+      messages: events.map((event, i) => ({
+        value: JSON.stringify(event),
+        ...(i % 2 === 1 ? { headers: { traceparent: invalid, tracestate: 'x=1' } } : {}),
+      })),
+    });
+    await producer.disconnect();
+    app = await startConsumerApp(loadConfig({ ...rig.env, AQUEDUCT_HTTP_PORT: '0' }), {
+      logger: createLogger('silent'),
+    });
+    await rig.settle(events.map((e) => e.id));
+    await app.stop();
+    app = undefined;
+    const spans = await memory.finished();
+
+    let retried = 0;
+    for (const event of events) {
+      const readings = spans
+        .filter((s) => s.kind === SpanKind.CONSUMER && attr(s, 'aqueduct.event.id') === event.id)
+        .sort((a, b) => Number(attr(a, 'aqueduct.attempt')) - Number(attr(b, 'aqueduct.attempt')));
+      expect(readings.length, `CONSUMER spans of ${event.id}`).toBeGreaterThanOrEqual(1);
+      const [first, ...later] = readings;
+      if (!first) continue;
+      // The first reading starts the trace; each later one, from the retry topic, continues it.
+      expect(first.parentSpanContext).toBeUndefined();
+      expect(first.spanContext().traceId).not.toBe('ab'.repeat(16));
+      for (const reading of later) {
+        retried++;
+        expect(
+          reading.spanContext().traceId,
+          `trace of ${event.id}, attempt ${attr(reading, 'aqueduct.attempt')}`,
+        ).toBe(first.spanContext().traceId);
+        expect(reading.spanContext().traceState?.get('x')).toBeUndefined();
+      }
+    }
+    expect(retried).toBeGreaterThan(0);
+  });
+
   it('shows a throttled wait as pause and resume events on the acquire span', async () => {
     const memory = await startTracingInMemory();
     rig = await startRig({ partitions: 1, rate: 40, burst: 10 });
