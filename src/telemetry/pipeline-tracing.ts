@@ -233,6 +233,18 @@ export class PipelineTracing implements ObserverHooks {
     eventTrace.reason = reasonKind;
   }
 
+  /** Held back for a device the provider throttled: on the retry topic, read again when due. */
+  deferred(_event: NotificationEvent, item: Item): void {
+    const eventTrace = this.traces.get(item);
+    if (eventTrace) eventTrace.outcome = 'deferred';
+  }
+
+  /** Parked on the deferred topic (its tenant over its share): read back later, in the same trace. */
+  parked(_event: NotificationEvent, item: Item): void {
+    const eventTrace = this.traces.get(item);
+    if (eventTrace) eventTrace.outcome = 'parked';
+  }
+
   duplicateSkipped(item: Item): void {
     const eventTrace = this.traces.get(item);
     if (eventTrace) eventTrace.outcome = 'duplicate';
@@ -245,6 +257,17 @@ export class PipelineTracing implements ObserverHooks {
       if (!eventTrace) continue;
       this.traces.delete(item);
       open?.delete(eventTrace);
+      // An event that waited for a token and ended without one (parked, expired, held for its device)
+      // still has its acquire span open: ended here, or it would never be exported.
+      if (eventTrace.acquire) {
+        eventTrace.acquire.addEvent('ended without a token', {
+          [ATTR.outcome]: eventTrace.outcome ?? 'finished',
+        });
+        eventTrace.acquire.setAttribute(ATTR.tokenTakes, eventTrace.takes);
+        eventTrace.acquire.end();
+        eventTrace.acquire = undefined;
+        this.waiting.get(partitionKey(topic, partition))?.delete(eventTrace);
+      }
       const { span } = eventTrace;
       span.setAttribute(ATTR.outcome, eventTrace.outcome ?? 'finished');
       if (eventTrace.reason) span.setAttribute(ATTR.outcomeReason, eventTrace.reason);
