@@ -38,7 +38,9 @@ export const ATTR = {
   messagingMessageId: 'messaging.message.id',
   messagingConsumerGroup: 'messaging.consumer.group.name',
   messagingClientId: 'messaging.client.id',
+  /** `messaging.kafka.offset` was renamed `kafka.offset`; both are written for older backends. */
   kafkaOffset: 'kafka.offset',
+  messagingKafkaOffset: 'messaging.kafka.offset',
 
   eventId: 'aqueduct.event.id',
   tenant: 'aqueduct.tenant',

@@ -90,6 +90,7 @@ export class PipelineTracing implements ObserverHooks {
       [ATTR.messagingDestination]: topic,
       [ATTR.messagingPartition]: String(partition),
       [ATTR.kafkaOffset]: Number(item.offset),
+      [ATTR.messagingKafkaOffset]: Number(item.offset),
       [ATTR.messagingConsumerGroup]: this.options.groupId,
       [ATTR.attempt]: item.attempt,
     };

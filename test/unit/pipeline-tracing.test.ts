@@ -74,6 +74,8 @@ describe('PipelineTracing', () => {
     const spans = await memory.finished();
     const consumers = spans.filter((s) => s.name === `process ${TOPIC}`);
     expect(consumers.map((s) => s.attributes['aqueduct.outcome'])).toEqual(['parked', 'deferred']);
+    expect(consumers.map((s) => s.attributes['messaging.kafka.offset'])).toEqual([7, 8]);
+    expect(consumers.map((s) => s.attributes['kafka.offset'])).toEqual([7, 8]);
     const acquires = spans.filter((s) => s.name === 'acquire tokens');
     expect(acquires).toHaveLength(2);
     for (const acquire of acquires) {
