@@ -30,6 +30,10 @@ export interface TracingOptions {
 export interface Tracing {
   /** False when nothing was configured: then every call is a no-op. */
   readonly enabled: boolean;
+  /**
+   * Exports what is buffered and unregisters everything. Never rejects: spans the collector did not
+   * take (down, refusing, too slow) are lost with a warning, and the process stops as it would have.
+   */
   shutdown(): Promise<void>;
 }
 
@@ -109,6 +113,13 @@ export async function startTracing(serviceName: string, options: TracingOptions 
       stopped ??= (async () => {
         try {
           await sdk.shutdown();
+        } catch (error) {
+          // The exporter's last batch failed (a collector down or not answering): the SDK rejects its
+          // shutdown with that error, which is no reason for a process to stop differently.
+          diagLogger(options.logger).warn(
+            'trace export failed at shutdown; the last spans are lost',
+            error instanceof Error ? error : String(error),
+          );
         } finally {
           // Unregistered, so that a later start in the same process (tests) can register anew.
           trace.disable();

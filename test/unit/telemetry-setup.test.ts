@@ -144,6 +144,29 @@ describe('when tracing is on', () => {
     }
   });
 
+  it('shuts down without an error when the collector took no spans, and says the spans are lost', async () => {
+    const out = capture();
+    // What the OTLP exporter's batch processor does with a collector down: its shutdown rejects.
+    const refusing = new SimpleSpanProcessor({ exporter: new InMemorySpanExporter() });
+    refusing.shutdown = () => Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:4318'));
+    tracing = await startTracing('aqueduct-test', {
+      spanProcessors: [refusing],
+      logger: createLogger('info', 'aqueduct', out.stream),
+    });
+    trace.getTracer('t').startSpan('lost').end();
+    await expect(tracing.shutdown()).resolves.toBeUndefined();
+    tracing = undefined;
+    expect(isTracingEnabled()).toBe(false);
+    expect(out.lines()).toEqual([
+      expect.objectContaining({
+        level: 40,
+        otel: true,
+        msg: 'trace export failed at shutdown; the last spans are lost',
+        detail: 'connect ECONNREFUSED 127.0.0.1:4318',
+      }),
+    ]);
+  });
+
   it('carries W3C trace context through Kafka headers (strings in, Buffers out as kafkajs gives them)', async () => {
     tracing = await startTracing('aqueduct-test', {
       spanProcessors: [new SimpleSpanProcessor({ exporter: new InMemorySpanExporter() })],
