@@ -65,8 +65,10 @@ interface EventTrace {
  *      └─ POST <url template> (CLIENT): the provider send; provider, HTTP status, outcome, attempt,
  *                                       Retry-After
  *
- * A retried event is read again from the retry topic with the original headers, so every attempt is
- * another CONSUMER span of the same trace. Installed only while tracing is on.
+ * A CONSUMER span is a child of the message's creation context and links to it as well. A retried
+ * event is read again from the retry topic with the original headers, so every attempt is another
+ * CONSUMER span of the same trace; a message that came without a valid trace context starts its trace at
+ * its first reading, and its copies carry that (see copyTraceContext). Installed only while tracing is on.
  */
 export class PipelineTracing implements ObserverHooks {
   private readonly options: PipelineTracingOptions;
@@ -97,9 +99,16 @@ export class PipelineTracing implements ObserverHooks {
     if (this.options.clientId) attributes[ATTR.messagingClientId] = this.options.clientId;
     if (item.decoded.ok) Object.assign(attributes, eventAttributes(item.decoded.event));
     const parent = extractTraceContext(item.message.headers);
-    const span = this.tracer.startSpan(`process ${topic}`, { kind: SpanKind.CONSUMER, attributes }, parent);
+    const creation = trace.getSpanContext(parent);
+    // The messaging conventions link a process span to its message's creation context, and let a
+    // single message's process span have it as parent too: one trace, and the link backends look for.
+    const span = this.tracer.startSpan(
+      `process ${topic}`,
+      { kind: SpanKind.CONSUMER, attributes, links: creation ? [{ context: creation }] : [] },
+      parent,
+    );
     const spanContext = trace.setSpan(parent, span);
-    if (!trace.getSpanContext(parent)) rememberStartedTrace(item.message, spanContext);
+    if (!creation) rememberStartedTrace(item.message, spanContext);
     const eventTrace: EventTrace = {
       span,
       context: spanContext,

@@ -59,6 +59,20 @@ async function tracingInMemory(): Promise<{
 }
 
 describe('PipelineTracing', () => {
+  it("makes a message's creation context both the parent and a link of its CONSUMER span", async () => {
+    const memory = await tracingInMemory();
+    const tracer = new PipelineTracing({ groupId: 'g' });
+    const creation = { traceId: '1'.repeat(32), spanId: '2'.repeat(16) };
+    const item = itemAt(3);
+    item.message.headers = { traceparent: Buffer.from(`00-${creation.traceId}-${creation.spanId}-01`) };
+    tracer.received(item, TOPIC, 0);
+    tracer.settled([item], TOPIC, 0);
+    const [span] = await memory.finished();
+    expect(span?.parentSpanContext).toMatchObject(creation);
+    expect(span?.links.map((link) => link.context)).toEqual([expect.objectContaining(creation)]);
+    expect(span?.spanContext().traceId).toBe(creation.traceId);
+  });
+
   it('names a parked or deferred event so on its CONSUMER span, and ends an acquire span left without a token', async () => {
     const memory = await tracingInMemory();
     const tracer = new PipelineTracing({ groupId: 'g' });
