@@ -104,7 +104,14 @@ export function startRequestTrace(headers: HeaderBag, attributes: Record<string,
     'POST /v1/notifications',
     {
       kind: SpanKind.SERVER,
-      attributes: { 'http.request.method': 'POST', 'http.route': '/v1/notifications', ...attributes },
+      // What the HTTP server conventions require of every server span (the gateway speaks plain HTTP).
+      attributes: {
+        'http.request.method': 'POST',
+        'http.route': '/v1/notifications',
+        'url.path': '/v1/notifications',
+        'url.scheme': 'http',
+        ...attributes,
+      },
     },
     parent,
   );
@@ -149,13 +156,18 @@ export function startPublishTrace(
   };
 }
 
-/** Ends a request span with its HTTP status. */
+/** Ends a request span with its HTTP status (an error status and `error.type` for a 5xx). */
 export function endRequestTrace(
   requestTrace: RequestTrace,
   status: number,
   attributes: Record<string, string | number> = {},
 ): void {
   requestTrace.span.setAttributes({ 'http.response.status_code': status, ...attributes });
-  if (status >= 500) requestTrace.span.setStatus({ code: SpanStatusCode.ERROR });
+  // A 4xx is the caller's error, not the server's: a SERVER span is an error (with its error.type, the
+  // status code) only for a 5xx.
+  if (status >= 500) {
+    requestTrace.span.setAttribute('error.type', String(status));
+    requestTrace.span.setStatus({ code: SpanStatusCode.ERROR });
+  }
   requestTrace.span.end();
 }

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { propagation, ROOT_CONTEXT, SpanKind, TraceFlags, trace } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { SamplingDecision } from '@opentelemetry/sdk-trace';
+import { InMemorySpanExporter, SamplingDecision, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
@@ -21,9 +21,16 @@ import {
 } from '../../src/gateway/config.ts';
 import { prepareBody } from '../../src/gateway/events.ts';
 import { openApiDocument } from '../../src/gateway/openapi.ts';
-import { callerContext, gatewaySampler, w3cTraceContext } from '../../src/gateway/tracing.ts';
+import {
+  callerContext,
+  endRequestTrace,
+  gatewaySampler,
+  startRequestTrace,
+  w3cTraceContext,
+} from '../../src/gateway/tracing.ts';
 import { bucketTag } from '../../src/limiter/keys.ts';
 import { messageKey } from '../../src/publish/publisher.ts';
+import { startTracing } from '../../src/telemetry/tracing.ts';
 
 const event = (extra: Record<string, unknown> = {}) => ({
   platform: 'fcm',
@@ -357,6 +364,33 @@ describe("gateway: the caller's trace context", () => {
         .decision,
     ).toBe(SamplingDecision.RECORD_AND_SAMPLED);
     expect(await gatewaySampler({ OTEL_TRACES_SAMPLER: 'jaeger_remote' })).toBeUndefined();
+  });
+});
+
+describe("gateway: the request's SERVER span", () => {
+  it('carries what the HTTP server conventions require, and is an error (with error.type) only for a 5xx', async () => {
+    const memory = new InMemorySpanExporter();
+    const processor = new SimpleSpanProcessor({ exporter: memory });
+    const tracing = await startTracing('aqueduct-test', { spanProcessors: [processor] });
+    try {
+      for (const status of [202, 400, 503])
+        endRequestTrace(startRequestTrace({}, { 'aqueduct.tenant': 't' }), status);
+      await processor.forceFlush();
+      const spans = memory.getFinishedSpans();
+      expect(spans.map((s) => s.kind)).toEqual([SpanKind.SERVER, SpanKind.SERVER, SpanKind.SERVER]);
+      for (const span of spans) {
+        expect(span.attributes).toMatchObject({
+          'http.request.method': 'POST',
+          'http.route': '/v1/notifications',
+          'url.path': '/v1/notifications',
+          'url.scheme': 'http',
+        });
+      }
+      expect(spans.map((s) => s.attributes['error.type'])).toEqual([undefined, undefined, '503']);
+      expect(spans.map((s) => s.status.code)).toEqual([0, 0, 2]);
+    } finally {
+      await tracing.shutdown();
+    }
   });
 });
 
