@@ -42,6 +42,8 @@ export function startProducerSpan(
     headers: injectTraceContext({}, trace.setSpan(parent, span)),
     end(error?: unknown) {
       if (error !== undefined) {
+        // A Kafka client's error (never an event's content): recorded as the span's exception event.
+        span.recordException(error instanceof Error ? error : errorMessage(error));
         span.setStatus({ code: SpanStatusCode.ERROR, message: errorMessage(error) });
         span.setAttribute(ATTR.errorType, error instanceof Error ? error.name : 'error');
       }

@@ -8,6 +8,7 @@ import { createLogger } from '../../src/log.ts';
 import type { PipelineObserver } from '../../src/pipeline/observer.ts';
 import { extractTraceContext, injectTraceContext } from '../../src/telemetry/kafka-context.ts';
 import { combineObservers } from '../../src/telemetry/observers.ts';
+import { startProducerSpan } from '../../src/telemetry/producer-tracing.ts';
 import {
   isTracingEnabled,
   startTracing,
@@ -165,6 +166,27 @@ describe('when tracing is on', () => {
         detail: 'connect ECONNREFUSED 127.0.0.1:4318',
       }),
     ]);
+  });
+
+  it('records a failed send on its PRODUCER span: error status, error.type and the exception', async () => {
+    const memory = new InMemorySpanExporter();
+    const processor = new SimpleSpanProcessor({ exporter: memory });
+    tracing = await startTracing('aqueduct-test', { spanProcessors: [processor] });
+    const failure = new Error('This server does not host this topic-partition');
+    failure.name = 'KafkaJSProtocolError';
+    startProducerSpan('notifications', { id: 'e-1', platform: 'fcm', token: 'secret-token' }).end(failure);
+    await processor.forceFlush();
+    const [span] = memory.getFinishedSpans();
+    expect(span?.status.code).toBe(2);
+    expect(span?.attributes['error.type']).toBe('KafkaJSProtocolError');
+    expect(
+      span?.events.map((e) => [
+        e.name,
+        e.attributes?.['exception.type'],
+        e.attributes?.['exception.message'],
+      ]),
+    ).toEqual([['exception', 'KafkaJSProtocolError', failure.message]]);
+    expect(JSON.stringify(span?.attributes)).not.toContain('secret-token');
   });
 
   it('carries W3C trace context through Kafka headers (strings in, Buffers out as kafkajs gives them)', async () => {
