@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
-import { type Config, configReference, loadConfig, redactConfig } from '../config.ts';
+import { type Config, configReference, loadConfig, redactConfig, topicFamily } from '../config.ts';
 import type { Platform } from '../events/event.ts';
 import { createKafka } from '../kafka/client.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
@@ -130,6 +130,7 @@ export async function startConsumerApp(
       ? [
           new PipelineTracing({
             groupId: config.AQUEDUCT_GROUP_ID,
+            deferredTopic: topicFamily(config.AQUEDUCT_TOPIC).deferred,
             clientId: config.KAFKA_CLIENT_ID,
             servers: providerServers(config),
           }),

@@ -8,6 +8,7 @@ import {
   SpanStatusCode,
   trace,
 } from '@opentelemetry/api';
+import { readBackGroupId } from '../config.ts';
 import type { NotificationEvent, Platform } from '../events/event.ts';
 import type { TokenPool } from '../limiter/token-pool.ts';
 import type { Item } from '../pipeline/item.ts';
@@ -27,8 +28,13 @@ export interface ProviderServer {
 
 /** Options of {@link PipelineTracing}. */
 export interface PipelineTracingOptions {
-  /** The consumer group (messaging.consumer.group.name). */
+  /** The consumer group (messaging.consumer.group.name) of the main and retry topics. */
   groupId: string;
+  /**
+   * The deferred topic, whose parked events another group reads back (`<groupId>.deferred`, see
+   * readBackGroupId): its CONSUMER spans name that group.
+   */
+  deferredTopic?: string;
   /** The Kafka client id (messaging.client.id). */
   clientId?: string;
   /** Each provider's server; unknown ones are left out of the CLIENT spans. */
@@ -93,7 +99,8 @@ export class PipelineTracing implements ObserverHooks {
       [ATTR.messagingPartition]: String(partition),
       [ATTR.kafkaOffset]: Number(item.offset),
       [ATTR.messagingKafkaOffset]: Number(item.offset),
-      [ATTR.messagingConsumerGroup]: this.options.groupId,
+      [ATTR.messagingConsumerGroup]:
+        topic === this.options.deferredTopic ? readBackGroupId(this.options.groupId) : this.options.groupId,
       [ATTR.attempt]: item.attempt,
     };
     if (this.options.clientId) attributes[ATTR.messagingClientId] = this.options.clientId;

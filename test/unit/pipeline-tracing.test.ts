@@ -73,6 +73,24 @@ describe('PipelineTracing', () => {
     expect(span?.spanContext().traceId).toBe(creation.traceId);
   });
 
+  it('names the group that read the message: the read-back group for the deferred topic', async () => {
+    const memory = await tracingInMemory();
+    const tracer = new PipelineTracing({ groupId: 'g', deferredTopic: `${TOPIC}.deferred` });
+    const [main, retry, deferred] = [itemAt(1), itemAt(2), itemAt(3)];
+    tracer.received(main, TOPIC, 0);
+    tracer.received(retry, `${TOPIC}.retry`, 0);
+    tracer.received(deferred, `${TOPIC}.deferred`, 0);
+    tracer.settled([main], TOPIC, 0);
+    tracer.settled([retry], `${TOPIC}.retry`, 0);
+    tracer.settled([deferred], `${TOPIC}.deferred`, 0);
+    const spans = await memory.finished();
+    expect(spans.map((s) => [s.name, s.attributes['messaging.consumer.group.name']])).toEqual([
+      [`process ${TOPIC}`, 'g'],
+      [`process ${TOPIC}.retry`, 'g'],
+      [`process ${TOPIC}.deferred`, 'g.deferred'],
+    ]);
+  });
+
   it('names a parked or deferred event so on its CONSUMER span, and ends an acquire span left without a token', async () => {
     const memory = await tracingInMemory();
     const tracer = new PipelineTracing({ groupId: 'g' });
