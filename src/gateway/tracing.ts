@@ -131,7 +131,8 @@ export interface PublishTrace {
  * span (`send <topic>`, the project's {@link startProducerSpan}, as `aqueduct publish` makes them) under
  * the request's span, and its headers carry that span: the consumer's CONSUMER span of the event hangs
  * below it. With tracing off, no span is made and every message carries the caller's trace id and span
- * id (every flag cleared), so a consumer that traces still joins the caller's trace.
+ * id (every flag cleared): a consumer whose sampler decides for itself (always_on, traceidratio) joins
+ * the caller's trace; one that follows its parent (the default parentbased_always_on) traces nothing.
  */
 export function startPublishTrace(
   parent: RequestTrace,
