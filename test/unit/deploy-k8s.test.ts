@@ -266,6 +266,9 @@ describe('k8s manifests', () => {
         const metadata = objectAt(trigger, 'metadata');
         expect(metadata.bootstrapServers).toBe(config.KAFKA_BROKERS);
         expect(Number(metadata.lagThreshold)).toBeGreaterThan(0);
+        // The consumers read a partition without a committed offset from its start (kafkajs
+        // `fromBeginning: true`): KEDA must count its lag the same way, not as 1 (its default, `latest`).
+        expect(metadata.offsetResetPolicy).toBe('earliest');
       }
       expect(at(scaledObject, 'spec', 'maxReplicaCount')).toBe(TOPIC_PARTITIONS);
       expect(Number(at(scaledObject, 'spec', 'minReplicaCount'))).toBeGreaterThanOrEqual(1);
