@@ -30,6 +30,13 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
 # ---- runtime: the same base, the sources, and those packages ----
 FROM node:24-slim AS runtime
 ENV NODE_ENV=production
+# tini runs as PID 1 and passes every signal on to Node. Node as PID 1 would not do: the kernel drops a
+# signal PID 1 has no handler for, and Kubernetes has no `--init`. A SIGTERM that arrives while the
+# modules still load, before the CLI has its handlers (a pod removed as it starts), would be lost, and
+# the consumer would go on to join its group and run until the SIGKILL at the end of the grace period.
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends tini \
+  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 # Owned by root and not writable by the runtime user: the process has no reason to change its own code.
 COPY --from=deps /app/node_modules ./node_modules
@@ -50,5 +57,5 @@ EXPOSE 9464 8080 9465
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.AQUEDUCT_HTTP_PORT || 9464) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 
-ENTRYPOINT ["node", "/app/bin/aqueduct.js"]
+ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/bin/aqueduct.js"]
 CMD ["consume"]

@@ -198,9 +198,13 @@ describe('Dockerfile', () => {
     expect(command?.[2]).toContain('process.env.AQUEDUCT_HTTP_PORT');
   });
 
-  it('starts the CLI, `consume` by default', () => {
+  it('starts the CLI under tini, `consume` by default', () => {
     const last = (keyword: string) => runtime.filter((i) => i.keyword === keyword).at(-1)?.args ?? '';
-    expect(execForm(last('ENTRYPOINT'))).toEqual(['node', '/app/bin/aqueduct.js']);
+    // Node is not PID 1: the kernel would drop every signal PID 1 has no handler for (one that comes
+    // before the CLI installs its handlers), and Kubernetes has no --init.
+    expect(execForm(last('ENTRYPOINT'))).toEqual(['/usr/bin/tini', '--', 'node', '/app/bin/aqueduct.js']);
+    const runs = runtime.filter((instruction) => instruction.keyword === 'RUN').map((run) => run.args);
+    expect(runs.some((run) => /\bapt-get install\b.*\btini\b/.test(run))).toBe(true);
     expect(execForm(last('CMD'))).toEqual(['consume']);
     expect(runtime.some((i) => i.keyword === 'WORKDIR' && i.args === '/app')).toBe(true);
   });
