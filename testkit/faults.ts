@@ -17,7 +17,7 @@ import {
   otherDevicesDrain,
   otherDevicesRate,
 } from './device-storm.ts';
-import { type ConsumerProcess, consumerCrashes, fleetEnv, spawnFleet } from './fleet.ts';
+import { type ConsumerProcess, consumerCrashes, fleetEnv, spawnConsumer, spawnFleet } from './fleet.ts';
 import type { FuzzMessage } from './fuzz.ts';
 import { type Ledger, outcomesSoFar, takeLedger } from './ledger.ts';
 import { type OtlpSink, startOtlpSink } from './otlp-sink.ts';
@@ -28,6 +28,8 @@ import { TokenScanner } from './token-scan.ts';
 /** What a fault injection gets to work with. */
 export interface FaultRunHandle {
   consumers: readonly ConsumerProcess[];
+  /** Starts `count` more consumers of the run (an autoscaler adding replicas); they join `consumers`. */
+  spawnConsumers: (count: number) => ConsumerProcess[];
   simulators: Simulators;
   log: (line: string) => void;
 }
@@ -181,7 +183,15 @@ export async function runFaultScenario(options: FaultRunOptions): Promise<FaultR
         log(
           `${options.name}: fault at ${((faultAt - started) / 1000).toFixed(1)} s, ${progress.delivered} delivered`,
         );
-        fault = options.inject({ consumers, simulators, log }).then(() => {
+        const spawnConsumers = (count: number) => {
+          const added = Array.from({ length: count }, (_, i) => {
+            const name = `consumer-${consumers.length + i + 1}`;
+            return spawnConsumer(name, env, join(logDir, `${name}.log`));
+          });
+          consumers.push(...added);
+          return added;
+        };
+        fault = options.inject({ consumers, spawnConsumers, simulators, log }).then(() => {
           faultOver = true;
           log(`${options.name}: fault over at ${((Date.now() - started) / 1000).toFixed(1)} s`);
         });

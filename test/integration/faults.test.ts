@@ -81,6 +81,34 @@ describe('faults (smoke runs of npm run bench -- faults)', () => {
     },
   );
 
+  it('scaleOutAndIn: one consumer, two more added, then those two stopped (SIGTERM) mid-burst: nothing lost, nothing pushed twice, no 429', async () => {
+    // What an autoscaler does to the group while a backlog drains: every change is a rebalance, and a
+    // stopped replica leaves after its drain. None of it is a documented window for a duplicate.
+    const result = await runFaultScenario({
+      ...options('scaleOutAndIn'),
+      // Half the others' rate: the backlog outlasts the two replicas' start, join and drain.
+      provider: { rate: 30, burst: 50 },
+      aqueduct: { rate: 30, burst: 25 },
+      events: 900,
+      consumers: 1,
+      injectAfterDelivered: 100,
+      inject: async ({ spawnConsumers, log }) => {
+        const added = spawnConsumers(2);
+        await Promise.all(added.map((consumer) => consumer.joined()));
+        log('scaleOutAndIn: three consumers');
+        await sleep(2000);
+        const codes = await Promise.all(added.map((consumer) => consumer.stop()));
+        log(`scaleOutAndIn: back to one (exit codes ${codes.join(', ')})`);
+      },
+    });
+    console.log(`scaleOutAndIn: ${result.duplicates} duplicates, ${result.delivered} delivered`);
+    expectNothingLostOrLeaked(result);
+    expect(result.faultAtSeconds).not.toBeNull();
+    expect(result.delivered + result.deadLettered + result.invalidTokens).toBeGreaterThanOrEqual(900);
+    expect(result.duplicates).toBe(0);
+    expect(result.provider429).toBe(0);
+  });
+
   it('redisRestart: Redis stopped and started again empty: nothing lost, nothing pushed twice, no 429', async () => {
     const result = await runFaultScenario({
       ...options('redisRestart'),
