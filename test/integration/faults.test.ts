@@ -109,6 +109,24 @@ describe('faults (smoke runs of npm run bench -- faults)', () => {
     expect(result.provider429).toBe(0);
   });
 
+  it('stopMidSend: a consumer stopped (SIGTERM) while slow pushes are in flight finishes them: nothing lost, nothing pushed twice', async () => {
+    // Every push takes 2 s to answer: the stop lands while sends are out, and their outcomes must be
+    // recorded and committed before the process leaves, or the next owner pushes them again.
+    let code: number | string | undefined;
+    const result = await runFaultScenario({
+      ...options('stopMidSend'),
+      faults: { slow: 1, slowMs: 2000 },
+      inject: async ({ consumers }) => {
+        code = await consumers[1]?.stop();
+      },
+    });
+    console.log(`stopMidSend: ${result.duplicates} duplicates, ${result.delivered} delivered`);
+    expectNothingLostOrLeaked(result);
+    expect(code).toBe(0);
+    expect(result.duplicates).toBe(0);
+    expect(result.provider429).toBe(0);
+  });
+
   it('redisRestart: Redis stopped and started again empty: nothing lost, nothing pushed twice, no 429', async () => {
     const result = await runFaultScenario({
       ...options('redisRestart'),
