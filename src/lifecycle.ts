@@ -86,6 +86,38 @@ function uncaughtFields(error: unknown): Record<string, unknown> {
   return { name: error.name, message: error.message, stack: error.stack };
 }
 
+/** The signals that ask a process to stop. */
+export type StopSignal = 'SIGINT' | 'SIGTERM';
+
+/** The exit status a shell reports for a process the signal ended: 128 + its number. */
+export function signalExitCode(signal: StopSignal): number {
+  return signal === 'SIGTERM' ? 143 : 130;
+}
+
+/**
+ * Calls `onFirst` for the first SIGINT or SIGTERM, and ends the process at once at any later one,
+ * whichever of the two each is, with the status a shell reports for that signal (`onAgain` first, to
+ * say so). The exit is explicit rather than the signal's default action: a process running as PID 1
+ * (a container without an init) gets no default action, and a `once` handler per signal would leave
+ * the other signal's handler to swallow the second one (Ctrl-C, then SIGTERM).
+ */
+export function onStopSignals(
+  onFirst: (signal: StopSignal) => void,
+  onAgain?: (signal: StopSignal) => void,
+): void {
+  let received = 0;
+  const handle = (signal: StopSignal) => {
+    if (received++ === 0) {
+      onFirst(signal);
+      return;
+    }
+    onAgain?.(signal);
+    process.exit(signalExitCode(signal));
+  };
+  process.on('SIGINT', handle);
+  process.on('SIGTERM', handle);
+}
+
 /** A one-shot job's Ctrl-C (see {@link stopOnSignal}). */
 export interface SignalStop {
   /** Aborted by the first SIGINT or SIGTERM. */
@@ -96,21 +128,18 @@ export interface SignalStop {
 
 /**
  * The first SIGINT or SIGTERM asks a one-shot job (publish, replay) to stop cleanly, and `notice` says
- * so on stderr (unless undefined); a second one finds no handler left and ends the process at once.
+ * so on stderr (unless undefined); a second one, of either kind, ends the process at once.
  */
 export function stopOnSignal(notice: string | undefined): SignalStop {
   const stop = new AbortController();
-  let signalled: NodeJS.Signals | undefined;
-  const onSignal = (name: NodeJS.Signals) => {
+  let signalled: StopSignal | undefined;
+  onStopSignals((name) => {
     signalled = name;
     if (notice !== undefined) console.error(`${notice} (again to exit now)`);
     stop.abort();
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  });
   return {
     signal: stop.signal,
-    // 128 + the signal's number.
-    exitCode: () => (signalled === undefined ? undefined : signalled === 'SIGTERM' ? 143 : 130),
+    exitCode: () => (signalled === undefined ? undefined : signalExitCode(signalled)),
   };
 }

@@ -4,7 +4,13 @@ import { type Config, configReference, loadConfig, redactConfig, topicFamily } f
 import type { Platform } from '../events/event.ts';
 import { createKafka } from '../kafka/client.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
-import { exitStopped, logUncaughtErrors, openResources, PortInUseError } from '../lifecycle.ts';
+import {
+  exitStopped,
+  logUncaughtErrors,
+  onStopSignals,
+  openResources,
+  PortInUseError,
+} from '../lifecycle.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { RestartSafeTokenSource } from '../limiter/restart-guard.ts';
 import { createLogger, type Logger } from '../log.ts';
@@ -247,7 +253,7 @@ export async function runConsumer(config: Config): Promise<void> {
   // The whole stop fits in AQUEDUCT_SHUTDOWN_TIMEOUT_MS from the signal: the drain gets most of it,
   // closing the rest. A signal is heard from the start: one that came while the consumer was still
   // joining its group would otherwise kill the process as a member that never left, and every other
-  // member's next join would wait for its session to expire. A second signal kills at once (`once`).
+  // member's next join would wait for its session to expire. A second signal exits at once.
   const bound = config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS;
   let stopBy: number | undefined;
   let exitCode = 0;
@@ -257,7 +263,7 @@ export async function runConsumer(config: Config): Promise<void> {
   const stopRequested = new Promise<void>((resolve) => {
     requestStop = resolve;
   });
-  const onSignal = () => {
+  const beginStop = () => {
     if (stopBy !== undefined) return;
     stopBy = Date.now() + bound;
     if (!started)
@@ -268,8 +274,9 @@ export async function runConsumer(config: Config): Promise<void> {
     }, bound).unref();
     requestStop();
   };
-  process.once('SIGTERM', onSignal);
-  process.once('SIGINT', onSignal);
+  onStopSignals(beginStop, (signal) =>
+    logger.warn({ signal }, 'second signal: exiting at once, without finishing the drain'),
+  );
 
   const tracing = await startTracing('aqueduct-consumer', { logger });
   let app: ConsumerApp;
@@ -289,7 +296,7 @@ export async function runConsumer(config: Config): Promise<void> {
   started = true;
   app.consumer.onFatal = () => {
     exitCode = 1;
-    onSignal();
+    beginStop();
   };
   await stopRequested;
   logger.info('shutting down');

@@ -173,6 +173,34 @@ describe('aqueduct consume stopped while it starts', () => {
   }, 120_000);
 });
 
+describe('aqueduct consume given a second signal', () => {
+  it('exits at once, whichever signal came first: Ctrl-C, then SIGTERM', async () => {
+    // Brokers that accept connections and never answer: the start, and so the stop, would take until
+    // the drain bound.
+    const silent = await startSilentServer();
+    const consumer = spawnConsumer('second-signal', {
+      ...consumerEnv('test-second-signal'),
+      KAFKA_BROKERS: `127.0.0.1:${silent.port}`,
+      AQUEDUCT_SHUTDOWN_TIMEOUT_MS: '20000',
+    });
+    try {
+      await waitForLog(consumer, 'provider connections opened', 30_000);
+      consumer.child.kill('SIGINT');
+      await waitForLog(
+        consumer,
+        'stop requested while starting: stopping once started (a second signal exits at once)',
+        5000,
+      );
+      const code = await Promise.race([consumer.stop(), sleep(5000, 'still running')]);
+      expect(code, story(consumer)).toBe(143);
+      expect(messages(consumer)).toContain('second signal: exiting at once, without finishing the drain');
+    } finally {
+      if (consumer.ended === undefined) await consumer.kill();
+      await silent.close();
+    }
+  }, 60_000);
+});
+
 describe('aqueduct consume that cannot start', () => {
   it('says why in one line and exits 1 when its topic does not exist', async () => {
     const topic = `test-missing-${randomUUID().slice(0, 8)}`;

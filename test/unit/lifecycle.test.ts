@@ -1,4 +1,6 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
@@ -43,5 +45,43 @@ describe('logUncaughtErrors', () => {
     );
     expect(code).toBe(0);
     expect(lines).toEqual(['{"msg":"fine"}']);
+  });
+});
+
+describe('stopOnSignal', () => {
+  /** A job that stops cleanly in 20 s once asked: only an exit at the second signal ends it sooner. */
+  const JOB = `
+    import { stopOnSignal } from ${JSON.stringify(LIFECYCLE)};
+    const stop = stopOnSignal(undefined);
+    stop.signal.addEventListener('abort', () => {
+      console.log('asked');
+      setTimeout(() => process.exit(0), 20_000);
+    });
+    setInterval(() => {}, 1000);
+    console.log('ready');
+  `;
+
+  it.each([
+    ['SIGINT', 'SIGTERM', 143],
+    ['SIGTERM', 'SIGINT', 130],
+    ['SIGTERM', 'SIGTERM', 143],
+  ] as const)('exits at once at a second signal: %s, then %s (exit %i)', async (first, second, status) => {
+    const child = spawn(process.execPath, ['--input-type=module', '-e', JOB], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const exited = once(child, 'exit').then(([code, signal]) => code ?? signal);
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+    });
+    try {
+      while (!output.includes('ready')) await sleep(20);
+      child.kill(first);
+      while (!output.includes('asked')) await sleep(20);
+      child.kill(second);
+      expect(await Promise.race([exited, sleep(5000, 'still running')])).toBe(status);
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 });
