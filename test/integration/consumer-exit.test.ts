@@ -107,6 +107,35 @@ describe('aqueduct consume exits after SIGTERM', () => {
   );
 });
 
+describe('aqueduct consume stopped while the broker is down', () => {
+  it('exits within its bound with status 0, never by the hard bound', async () => {
+    const topic = `test-exit-down-${randomUUID().slice(0, 8)}`;
+    const client = createKafka({ brokers: kafka.brokers, clientId: 'aqueduct-test' });
+    await ensureTopicFamily(client, topic, 4, SINGLE_BROKER_DURABILITY);
+    await publishEvents(client, [...generateEvents({ count: 3000 })], { topic });
+    const consumer = spawnConsumer(
+      'exit-broker-down',
+      consumerEnv(topic, { AQUEDUCT_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) }),
+    );
+    try {
+      await consumer.joined();
+      await sleep(1000);
+      await kafka.halt();
+      await sleep(1000);
+      const stoppedAt = Date.now();
+      const code = await Promise.race([consumer.stop(), sleep(SHUTDOWN_TIMEOUT_MS + 5000, 'still running')]);
+      const tookMs = Date.now() - stoppedAt;
+      expect(code, story(consumer)).toBe(0);
+      expect(tookMs).toBeLessThanOrEqual(SHUTDOWN_TIMEOUT_MS + 1000);
+      const hardStops = consumer.logs.filter((line) => line.msg === 'shutdown bound exceeded; exiting');
+      expect(hardStops, story(consumer)).toEqual([]);
+    } finally {
+      if (consumer.ended === undefined) await consumer.kill();
+      await kafka.resume();
+    }
+  }, 90_000);
+});
+
 describe('aqueduct consume stopped while Redis does not answer', () => {
   it('drains in its bound and leaves the group: its steps do not wait for Redis past their timeout', async () => {
     const topic = `test-no-redis-${randomUUID().slice(0, 8)}`;
