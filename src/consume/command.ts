@@ -19,6 +19,7 @@ import { warmUpHotPaths } from '../pipeline/warm-up.ts';
 import { RedisProviderTokenStore } from '../providers/apns-token-store.ts';
 import { createProviders, type ProvidersOptions } from '../providers/index.ts';
 import { createRedis, type RedisClient, redisErrorSummary } from '../redis/client.ts';
+import { warnIfRedisEvicts } from '../redis/eviction-policy.ts';
 import { RedisReachability } from '../redis/reachability.ts';
 import { settingsHelp } from '../settings.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
@@ -195,6 +196,7 @@ export async function startConsumerApp(
     throw error;
   }
   pipelineMetrics.watch(consumer);
+  void warnIfRedisEvicts(redis, logger);
   summary.start(logger, options.summaryIntervalMs ?? 2000);
   logger.info({ httpPort: health.port, topics: consumer.topics }, 'consumer running');
 

@@ -8,6 +8,7 @@ import { listenOrExplain } from '../lifecycle.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createRedis, redisErrorSummary } from '../redis/client.ts';
+import { warnIfRedisEvicts } from '../redis/eviction-policy.ts';
 import { RedisReachability } from '../redis/reachability.ts';
 import { kafkaSecurityOptions, redisConnectionOptions, topicDurabilityOf } from '../settings-options.ts';
 import { buildAdminApp } from './admin-app.ts';
@@ -119,6 +120,7 @@ export async function startGateway(
   });
   await writer.start();
   await warnAboutDurability(kafka, config, logger);
+  if (redis) void warnIfRedisEvicts(redis, logger);
 
   let closing = false;
   const isReady = () => !closing && writer.ready && (reachability === undefined || reachability.ok);
