@@ -37,6 +37,26 @@ const hostPortList = (text: string, context: z.RefinementCtx): string[] => {
   return nodes;
 };
 
+/**
+ * A Redis URL as ioredis reads it: `redis://` or `rediss://`, a host, and at most a database number as
+ * its path. ioredis takes any other scheme for part of a host name and sends a path that is not a number
+ * as `SELECT`, which Redis refuses after the connection is made, so both are refused here, by name.
+ */
+const redisUrl = (text: string, context: z.RefinementCtx): void => {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    context.addIssue({ code: 'custom', message: 'not a URL: redis://host:port or rediss://host:port' });
+    return;
+  }
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:')
+    context.addIssue({ code: 'custom', message: `scheme ${url.protocol}// is not redis:// or rediss://` });
+  else if (!url.hostname) context.addIssue({ code: 'custom', message: 'no host' });
+  if (!/^\/?(\d{1,9})?$/.test(url.pathname))
+    context.addIssue({ code: 'custom', message: 'the path must be a database number (redis://host:port/0)' });
+};
+
 /** A value sent as an HTTP header (apns-topic, the JWT's key and team ids): no control characters, no spaces. */
 const headerSafe = z.string().min(1).regex(HEADER_SAFE, 'printable ASCII without spaces');
 
@@ -110,10 +130,10 @@ export const configSchema = z.object({
     .describe("false accepts any broker certificate (tests only: it gives up TLS's protection)."),
   REDIS_URL: z
     .string()
-    .url()
     .default('redis://127.0.0.1:6379')
+    .superRefine(redisUrl)
     .describe(
-      'Redis holding the token buckets and the dedupe marks; `rediss://` for TLS. Credentials may be in it, or in REDIS_USERNAME/REDIS_PASSWORD. Not used when REDIS_CLUSTER_NODES is set.',
+      'Redis holding the token buckets and the dedupe marks, `redis://host:port[/db]`; `rediss://` for TLS. Credentials may be in it, or in REDIS_USERNAME/REDIS_PASSWORD. Not used when REDIS_CLUSTER_NODES is set.',
     ),
   REDIS_CLUSTER_NODES: z
     .string()

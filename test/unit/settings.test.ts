@@ -98,3 +98,39 @@ describe('KAFKA_BROKERS', () => {
     expect(() => loadGatewayConfig({ KAFKA_BROKERS: value })).toThrow(new RegExp(`KAFKA_BROKERS.*${why}`));
   });
 });
+
+describe('REDIS_URL', () => {
+  it('takes redis:// and rediss:// URLs, with credentials, a database number and options', () => {
+    for (const url of [
+      'redis://127.0.0.1:6379',
+      'redis://h:1/',
+      'redis://h:1/15',
+      'rediss://u:p@h:1/0?family=6',
+    ])
+      expect(loadConfig({ REDIS_URL: url }).REDIS_URL).toBe(url);
+  });
+
+  it.each([
+    ['localhost:6379', 'scheme localhost:// is not redis:// or rediss://'],
+    ['http://127.0.0.1:6379', 'scheme http:// is not redis:// or rediss://'],
+    ['redis://127.0.0.1:6379/cache', 'the path must be a database number'],
+    ['redis:///0', 'no host'],
+    ['redis://:secret@h:99999', 'not a URL'],
+  ])('refuses %j before connecting, naming the setting and never quoting the URL', (url, why) => {
+    for (const load of [loadConfig, loadGatewayConfig]) {
+      const refusal = refusalOf(() => load({ REDIS_URL: url }));
+      expect(refusal).toMatch(new RegExp(`^invalid configuration: REDIS_URL: ${why}`));
+      expect(refusal).not.toContain('secret');
+    }
+  });
+});
+
+/** The message of the error `load` throws ('' when it throws none). */
+function refusalOf(load: () => unknown): string {
+  try {
+    load();
+    return '';
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
