@@ -17,6 +17,7 @@ const bool = z
   .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes');
 const positive = z.coerce.number().positive();
 const positiveInt = z.coerce.number().int().positive();
+// Every setting in ms is at most MAX_TIMER_MS: Node fires a timer armed for longer after 1 ms.
 
 /**
  * `host:port,host:port` as a list (spaces and empty entries ignored), each port from 1 to 65535. No IPv6
@@ -253,6 +254,7 @@ export const configSchema = z.object({
       "Provider throttles (429s) one event may meet before it is dead-lettered (`max-throttles`). A throttle spends no attempt: the provider refused to look at the push then, not the push itself; its retry waits for the provider's Retry-After, or a back-off that doubles with each throttle.",
     ),
   AQUEDUCT_RETRY_BASE_MS: positiveInt
+    .max(MAX_TIMER_MS)
     .default(1000)
     .describe('First retry delay; doubles each attempt (with jitter) unless the provider said Retry-After.'),
   AQUEDUCT_MAX_FLEET_BLOCK_MS: positiveInt
@@ -271,6 +273,7 @@ export const configSchema = z.object({
     .number()
     .int()
     .min(0)
+    .max(MAX_TIMER_MS)
     .default(10_000)
     .describe('How long a cut rate holds before it climbs back, in ms.'),
   AQUEDUCT_RATE_RECOVERY_PER_SECOND: positive
@@ -334,6 +337,7 @@ export const configSchema = z.object({
       'Kafka group session timeout: how long a consumer that died without leaving (kill -9, a lost host) holds its partitions before the group hands them to the others.',
     ),
   AQUEDUCT_SHUTDOWN_TIMEOUT_MS: positiveInt
+    .max(MAX_TIMER_MS)
     .default(25_000)
     .describe('Drain bound on SIGTERM/SIGINT: in-flight work finishes and offsets commit within this time.'),
   AQUEDUCT_HTTP_PORT: z.coerce

@@ -4,6 +4,7 @@ import { describeIssues } from '../events/decode.ts';
 import { EVENT_LIMITS } from '../events/event.ts';
 import { jsonErrorWithoutInput } from '../redact.ts';
 import { ConfigError, readSettings, settingsReference } from '../settings.ts';
+import { MAX_TIMER_MS } from '../timer-delay.ts';
 
 /**
  * The gateway's configuration (`aqueduct serve`): the shared settings it needs from the consumer's
@@ -134,19 +135,23 @@ export const gatewayConfigSchema = configSchema
       .default('0.0.0.0')
       .describe('Address the gateway listens on (both ports).'),
     AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS: positiveInt
+      .max(MAX_TIMER_MS)
       .default(20_000)
       .describe(
         'A request whose headers and body have not all arrived within this time is answered 408 and its connection closed (slow clients hold no socket longer).',
       ),
     AQUEDUCT_GATEWAY_HEADERS_TIMEOUT_MS: positiveInt
+      .max(MAX_TIMER_MS)
       .default(10_000)
       .describe(
         'A request whose headers have not all arrived within this time gets its connection closed; at most AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS.',
       ),
     AQUEDUCT_GATEWAY_KEEP_ALIVE_TIMEOUT_MS: positiveInt
+      .max(MAX_TIMER_MS)
       .default(5_000)
       .describe('A kept-alive connection with no new request within this time is closed.'),
     AQUEDUCT_GATEWAY_CONNECTION_TIMEOUT_MS: positiveInt
+      .max(MAX_TIMER_MS)
       .default(30_000)
       .describe('A connection on which nothing is sent or received for this long is closed.'),
     AQUEDUCT_GATEWAY_MAX_CONNECTIONS: positiveInt
@@ -165,6 +170,7 @@ export const gatewayConfigSchema = configSchema
       .default(1024 * 1024)
       .describe('Largest request body in bytes (413 beyond it).'),
     AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS: positiveInt
+      .max(MAX_TIMER_MS)
       .default(5000)
       .describe('A Kafka write not acknowledged within this time answers 503 (never 202).'),
     AQUEDUCT_GATEWAY_PRODUCERS: positiveInt

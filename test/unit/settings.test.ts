@@ -6,6 +6,7 @@ import { configReference, configSchema, idempotencyWindowOf, loadConfig } from '
 import { hashApiKey } from '../../src/gateway/api-keys.ts';
 import { apiKeyHashes, gatewayConfigSchema, loadGatewayConfig } from '../../src/gateway/config.ts';
 import { GATEWAY_ONLY_SETTINGS } from '../../src/settings.ts';
+import { MAX_TIMER_MS } from '../../src/timer-delay.ts';
 
 /** Writes `settings` as a `--config` JSON file and returns its path. */
 function configFile(settings: Record<string, unknown>): string {
@@ -122,6 +123,39 @@ describe('REDIS_URL', () => {
       expect(refusal).toMatch(new RegExp(`^invalid configuration: REDIS_URL: ${why}`));
       expect(refusal).not.toContain('secret');
     }
+  });
+});
+
+describe('a setting in milliseconds', () => {
+  // Node arms a timer of more than 2^31 - 1 ms for 1 ms: a shutdown bound of 1e12 stopped the
+  // consumer 1 ms after SIGTERM, a produce timeout of that size would answer every request 503.
+  const inMs = (shape: Record<string, unknown>) => Object.keys(shape).filter((name) => name.endsWith('_MS'));
+  const hash = hashApiKey('a-long-random-key');
+  const gatewayEnv = { AQUEDUCT_GATEWAY_API_KEYS: JSON.stringify({ [hash]: 'acme' }) };
+
+  it.each(inMs(configSchema.shape))('%s refuses more than a timer can wait, naming itself', (name) => {
+    expect(refusalOf(() => loadConfig({ [name]: String(MAX_TIMER_MS + 1) }))).toMatch(
+      new RegExp(`^invalid configuration: ${name}: Too big`),
+    );
+  });
+
+  it.each(inMs(gatewayConfigSchema.shape))('%s refuses more than a timer can wait, naming itself', (name) => {
+    expect(refusalOf(() => loadGatewayConfig({ ...gatewayEnv, [name]: String(MAX_TIMER_MS + 1) }))).toMatch(
+      new RegExp(`^invalid configuration: ${name}: Too big`),
+    );
+  });
+
+  it('takes the longest a timer can wait', () => {
+    const longest = String(MAX_TIMER_MS);
+    expect(loadConfig({ AQUEDUCT_SHUTDOWN_TIMEOUT_MS: longest }).AQUEDUCT_SHUTDOWN_TIMEOUT_MS).toBe(
+      MAX_TIMER_MS,
+    );
+    const gateway = loadGatewayConfig({
+      ...gatewayEnv,
+      AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS: longest,
+      AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS: longest,
+    });
+    expect(gateway.AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS).toBe(MAX_TIMER_MS);
   });
 });
 
