@@ -14,6 +14,7 @@ import { SetupError } from '../services/errors.ts';
 import { ConfigError, readSettings } from '../settings.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
 import { redisConnectionOptions } from '../settings-options.ts';
+import { MAX_TIMER_MS } from '../timer-delay.ts';
 import { formatBucketTable, type InspectSnapshot } from './format.ts';
 
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
@@ -71,10 +72,11 @@ export function registerInspectCommand(program: Command): void {
     });
 }
 
+/** --interval: at most what a Node timer can wait, since a longer one fires after 1 ms. */
 function parseInterval(value: string): number {
   const ms = Number(value);
-  if (!Number.isInteger(ms) || ms < 50)
-    throw new InvalidArgumentError('must be an integer number of ms >= 50.');
+  if (!Number.isInteger(ms) || ms < 50 || ms > MAX_TIMER_MS)
+    throw new InvalidArgumentError(`must be an integer number of ms from 50 to ${MAX_TIMER_MS}.`);
   return ms;
 }
 

@@ -59,6 +59,17 @@ describe('aqueduct publish given input it cannot use', () => {
   });
 });
 
+describe('aqueduct inspect --watch given an interval no timer can wait', () => {
+  it('refuses it rather than refresh every millisecond', async () => {
+    const result = await run(['inspect', '--watch', '--interval', '3000000000']);
+    expect(result.code, result.stderr).toBe(1);
+    expect(result.stderr).toContain(
+      "error: option '--interval <ms>' argument '3000000000' is invalid. must be an integer number of ms from 50 to 2147483647.",
+    );
+    expect(result.stderr).not.toContain('TimeoutOverflowWarning');
+  });
+});
+
 describe('aqueduct replay given a reason kind no dead letter carries', () => {
   it('names it and lists the kinds, rather than replay nothing', async () => {
     const result = await run(['replay', '--dry-run', '--kind', 'max-attempts,rejectd']);
