@@ -4,10 +4,12 @@ import { registerConsumeCommand } from './consume/command.ts';
 import { registerServeCommand } from './gateway/command.ts';
 import { registerInspectCommand } from './inspect/command.ts';
 import { PortInUseError } from './lifecycle.ts';
+import { ProviderConfigError } from './providers/errors.ts';
 import { registerPublishCommand } from './publish/command.ts';
 import { registerReplayCommand } from './replay/command.ts';
 import { registerServicesCommand } from './services/command.ts';
 import { SetupError } from './services/errors.ts';
+import { ConfigError } from './settings.ts';
 import { registerSimulateCommand } from './simulators/command.ts';
 
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
@@ -32,7 +34,13 @@ try {
   await program.parseAsync(process.argv);
 } catch (error) {
   if (error instanceof CommanderError) process.exit(error.exitCode);
-  if (error instanceof PortInUseError) {
+  // A setting refused once a verb is under way (a PEM file it names cannot be read, a provider endpoint
+  // that cannot work) ends it like one refused at start: one line naming it, status 2, no stack.
+  if (
+    error instanceof PortInUseError ||
+    error instanceof ConfigError ||
+    error instanceof ProviderConfigError
+  ) {
     console.error(`aqueduct ${process.argv[2] ?? ''}: ${error.message}`);
     process.exit(2);
   }

@@ -17,11 +17,11 @@ import { createLogger, type Logger } from '../log.ts';
 import { errorSummary, failureLogger, NotificationConsumer, type StopResult } from '../pipeline/consumer.ts';
 import { warmUpHotPaths } from '../pipeline/warm-up.ts';
 import { RedisProviderTokenStore } from '../providers/apns-token-store.ts';
-import { createProviders, type ProvidersOptions } from '../providers/index.ts';
+import { createProviders, ProviderConfigError, type ProvidersOptions } from '../providers/index.ts';
 import { createRedis, type RedisClient, redisErrorSummary } from '../redis/client.ts';
 import { warnIfRedisEvicts } from '../redis/eviction-policy.ts';
 import { RedisReachability } from '../redis/reachability.ts';
-import { settingsHelp } from '../settings.ts';
+import { ConfigError, settingsHelp } from '../settings.ts';
 import { exitOnConfigError } from '../settings-exit.ts';
 import { kafkaSecurityOptions, providersOptions, redisConnectionOptions } from '../settings-options.ts';
 import { type HealthServer, startHealthServer } from '../telemetry/http-server.ts';
@@ -285,8 +285,14 @@ export async function runConsumer(config: Config): Promise<void> {
   try {
     app = await startConsumerApp(config, { logger });
   } catch (error) {
-    // A taken port has its own answer (one line naming the setting, status 2: see cli.ts).
-    if (error instanceof PortInUseError) throw error;
+    // A taken port and a refused setting have their own answer (one line naming the setting, status 2:
+    // see cli.ts).
+    if (
+      error instanceof PortInUseError ||
+      error instanceof ConfigError ||
+      error instanceof ProviderConfigError
+    )
+      throw error;
     // Nothing was consumed yet: a missing topic or brokers out of reach are a setup problem,
     // told as one line with what to fix rather than as a crash with a stack.
     const why = startFailure(error, config);

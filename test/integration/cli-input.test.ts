@@ -15,7 +15,10 @@ import { readTopic } from '../../testkit/topics.ts';
 
 const CLI = fileURLToPath(new URL('../../bin/aqueduct.js', import.meta.url));
 
-function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+function run(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
@@ -26,6 +29,7 @@ function run(args: string[]): Promise<{ code: number; stdout: string; stderr: st
           KAFKA_BROKERS: inject('kafkaBrokers').join(','),
           AQUEDUCT_TOPIC_REPLICATION_FACTOR: '1',
           AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: '1',
+          ...env,
         },
         timeout: 30_000,
       },
@@ -67,6 +71,31 @@ describe('aqueduct inspect --watch given an interval no timer can wait', () => {
       "error: option '--interval <ms>' argument '3000000000' is invalid. must be an integer number of ms from 50 to 2147483647.",
     );
     expect(result.stderr).not.toContain('TimeoutOverflowWarning');
+  });
+});
+
+describe('a verb whose settings name a file it cannot read', () => {
+  const missing = join(tmpdir(), `aqueduct-no-such-${process.pid}.pem`);
+
+  it.each([
+    ['publish', ['publish', '--generate', '1']],
+    ['replay', ['replay', '--dry-run']],
+  ])('aqueduct %s says which setting in one line and exits 2', async (verb, args) => {
+    const result = await run(args, { KAFKA_TLS_CA_FILE: missing });
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr.trim()).toBe(`aqueduct ${verb}: cannot read KAFKA_TLS_CA_FILE=${missing} (ENOENT)`);
+  });
+
+  it('aqueduct consume says which setting in one line and exits 2, as for any refused setting', async () => {
+    const result = await run(['consume'], {
+      AQUEDUCT_HTTP_PORT: '0',
+      APNS_KEY_FILE: missing,
+      APNS_KEY_ID: 'KEY1234567',
+      APNS_TEAM_ID: 'TEAM123456',
+      LOG_LEVEL: 'silent',
+    });
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr.trim()).toBe('aqueduct consume: apns: APNS_KEY_FILE cannot be read (ENOENT)');
   });
 });
 
