@@ -35,5 +35,23 @@ export function buildAdminApp(options: AdminAppOptions): FastifyInstance {
   app.get('/metrics', async (_request, reply) =>
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
   );
+  // Another method on a path that exists is a 405 naming the methods it takes (RFC 9110 §15.5.6), as the
+  // consumer's health server answers; fastify's default would say the path does not exist.
+  app.setNotFoundHandler(async (request, reply) => {
+    const path = request.url.split('?')[0] ?? '';
+    if (ADMIN_PATHS.includes(path)) {
+      return reply
+        .code(405)
+        .header('allow', 'GET, HEAD')
+        .send({ error: 'method-not-allowed', message: `${path} takes GET and HEAD only` });
+    }
+    return reply.code(404).send({
+      error: 'not-found',
+      message: `no such route; the admin port serves ${ADMIN_PATHS.join(', ')}`,
+    });
+  });
   return app;
 }
+
+/** The admin app's routes, each served for GET and HEAD. */
+const ADMIN_PATHS: readonly string[] = ['/openapi.json', '/healthz', '/readyz', '/metrics'];
