@@ -13,7 +13,9 @@ import { MAX_TIMER_MS } from './timer-delay.ts';
  */
 
 const bool = z
-  .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no'])])
+  .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no'])], {
+    error: 'expected true or false (or 1/0, yes/no)',
+  })
   .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes');
 const positive = z.coerce.number().positive();
 const positiveInt = z.coerce.number().int().positive();

@@ -159,6 +159,19 @@ describe('a setting in milliseconds', () => {
   });
 });
 
+describe('a true/false setting', () => {
+  it.each(['KAFKA_TLS', 'AQUEDUCT_TENANT_FAIRNESS', 'AQUEDUCT_LIMITER_ENABLED', 'APNS_PRODUCTION'])(
+    '%s takes true/false, 1/0, yes/no, and says so of anything else',
+    (name) => {
+      expect(loadConfig({ [name]: 'yes' })[name as 'KAFKA_TLS']).toBe(true);
+      expect(loadConfig({ [name]: '0' })[name as 'KAFKA_TLS']).toBe(false);
+      expect(refusalOf(() => loadConfig({ [name]: 'on' }))).toBe(
+        `invalid configuration: ${name}: expected true or false (or 1/0, yes/no)`,
+      );
+    },
+  );
+});
+
 /** The message of the error `load` throws ('' when it throws none). */
 function refusalOf(load: () => unknown): string {
   try {
