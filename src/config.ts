@@ -17,8 +17,25 @@ const bool = z
     error: 'expected true or false (or 1/0, yes/no)',
   })
   .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes');
-const positive = z.coerce.number().positive();
-const positiveInt = z.coerce.number().int().positive();
+export const positive = z.number().positive();
+export const positiveInt = z.number().int().positive();
+
+/**
+ * A number setting: a JSON number (a `--config` file) or decimal text (the environment), checked by
+ * `inner`. Anything else is refused rather than coerced the way `Number()` would: `true` is not 1, `[]`
+ * or `false` not 0 (a free port, no idempotency window), `0x1F90` not 8080.
+ */
+export const numberSetting = <T extends z.ZodNumber>(inner: T) => z.preprocess(numberFromSetting, inner);
+
+const DECIMAL = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?$/i;
+
+function numberFromSetting(value: unknown, context: z.RefinementCtx): unknown {
+  if (typeof value !== 'string') return value;
+  const text = value.trim();
+  if (DECIMAL.test(text)) return Number(text);
+  context.addIssue({ code: 'custom', message: 'expected a decimal number' });
+  return z.NEVER;
+}
 // Every setting in ms is at most MAX_TIMER_MS: Node fires a timer armed for longer after 1 ms.
 
 /**
@@ -81,12 +98,12 @@ export const configSchema = z.object({
     .describe(
       'The notification topic; `<topic>.retry`, `<topic>.deferred`, `<topic>.dlq` and `<topic>.invalid-tokens` derive from it.',
     ),
-  AQUEDUCT_TOPIC_REPLICATION_FACTOR: positiveInt
+  AQUEDUCT_TOPIC_REPLICATION_FACTOR: numberSetting(positiveInt)
     .default(3)
     .describe(
       'Replication factor of the topics Aqueduct creates. A single-broker cluster (local services, tests) sets 1.',
     ),
-  AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: positiveInt
+  AQUEDUCT_TOPIC_MIN_INSYNC_REPLICAS: numberSetting(positiveInt)
     .default(2)
     .describe(
       '`min.insync.replicas` of the topics Aqueduct creates: how many copies an acknowledged (acks: -1) write is on. At start, an existing topic below these settings is warned about, as is one that is compacted (`cleanup.policy=compact`) or whose `max.message.bytes` is below the largest record Aqueduct may write there. A single-broker cluster sets 1.',
@@ -182,22 +199,22 @@ export const configSchema = z.object({
     .default('aqueduct')
     .describe('Prefix of every Redis key Aqueduct writes.'),
 
-  AQUEDUCT_FCM_RATE: positive
+  AQUEDUCT_FCM_RATE: numberSetting(positive)
     .default(800)
     .describe('FCM pushes per second allowed to the whole fleet (may be fractional).'),
-  AQUEDUCT_FCM_BURST: positiveInt
+  AQUEDUCT_FCM_BURST: numberSetting(positiveInt)
     .default(2000)
     .describe('FCM burst: the most pushes the fleet may send at once after an idle spell.'),
-  AQUEDUCT_APNS_RATE: positive
+  AQUEDUCT_APNS_RATE: numberSetting(positive)
     .default(800)
     .describe('APNs pushes per second allowed to the whole fleet (may be fractional).'),
-  AQUEDUCT_APNS_BURST: positiveInt
+  AQUEDUCT_APNS_BURST: numberSetting(positiveInt)
     .default(2000)
     .describe('APNs burst: the most pushes the fleet may send at once after an idle spell.'),
-  AQUEDUCT_TENANT_RATE: positive
+  AQUEDUCT_TENANT_RATE: numberSetting(positive)
     .optional()
     .describe("Optional per-tenant cap inside the provider's limit (each tenant gets its own bucket)."),
-  AQUEDUCT_TENANT_BURST: positiveInt
+  AQUEDUCT_TENANT_BURST: numberSetting(positiveInt)
     .optional()
     .describe('Burst of each tenant bucket (default: one second of AQUEDUCT_TENANT_RATE).'),
   AQUEDUCT_TENANT_FAIRNESS: bool
@@ -236,117 +253,93 @@ export const configSchema = z.object({
     .describe(
       'What to do when Redis cannot be reached: `closed` pauses (nothing is sent unmetered), `open` sends anyway.',
     ),
-  AQUEDUCT_ACQUIRE_CHUNK: positiveInt
+  AQUEDUCT_ACQUIRE_CHUNK: numberSetting(positiveInt)
     .optional()
     .describe(
       "When throttled, wait until at least this many tokens can be had (per provider bucket) rather than one at a time: bigger chunks mean fewer Redis calls, smaller ones a smoother stream. Default: a quarter second's worth of the provider rate, at least 200 (at most the bucket's capacity).",
     ),
 
-  AQUEDUCT_SEND_CONCURRENCY: positiveInt
+  AQUEDUCT_SEND_CONCURRENCY: numberSetting(positiveInt)
     .default(64)
     .describe(
       "Pushes in flight at once per provider in each consumer process. Also the most tokens a process holds that the provider has not answered yet (or a tenth of a second of the rate, when that is more); the shared bucket refills only up to its burst minus what the processes hold, so no margin under the provider's limits is needed.",
     ),
-  AQUEDUCT_MAX_ATTEMPTS: positiveInt
+  AQUEDUCT_MAX_ATTEMPTS: numberSetting(positiveInt)
     .default(5)
     .describe('Attempts before a transiently failing event is dead-lettered.'),
-  AQUEDUCT_MAX_THROTTLES: positiveInt
+  AQUEDUCT_MAX_THROTTLES: numberSetting(positiveInt)
     .default(20)
     .describe(
       "Provider throttles (429s) one event may meet before it is dead-lettered (`max-throttles`). A throttle spends no attempt: the provider refused to look at the push then, not the push itself; its retry waits for the provider's Retry-After, or a back-off that doubles with each throttle.",
     ),
-  AQUEDUCT_RETRY_BASE_MS: positiveInt
-    .max(MAX_TIMER_MS)
+  AQUEDUCT_RETRY_BASE_MS: numberSetting(positiveInt.max(MAX_TIMER_MS))
     .default(1000)
     .describe('First retry delay; doubles each attempt (with jitter) unless the provider said Retry-After.'),
-  AQUEDUCT_MAX_FLEET_BLOCK_MS: positiveInt
-    .max(MAX_TIMER_MS)
+  AQUEDUCT_MAX_FLEET_BLOCK_MS: numberSetting(positiveInt.max(MAX_TIMER_MS))
     .default(60_000)
     .describe(
       "Longest fleet-wide block a provider's project-wide 429 can set, in ms: a longer Retry-After (or a proxy's absurd one) is cut to this, in the consumer and in Redis alike.",
     ),
-  AQUEDUCT_RATE_CUT: positive
-    .max(1)
+  AQUEDUCT_RATE_CUT: numberSetting(positive.max(1))
     .default(0.85)
     .describe(
       "After a provider's project-wide 429 (beside the fleet block), the fleet sends at this share of the rate it sent at: the provider is slower than configured. 1 turns this off.",
     ),
-  AQUEDUCT_RATE_CUT_HOLD_MS: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .max(MAX_TIMER_MS)
+  AQUEDUCT_RATE_CUT_HOLD_MS: numberSetting(z.number().int().min(0).max(MAX_TIMER_MS))
     .default(10_000)
     .describe('How long a cut rate holds before it climbs back, in ms.'),
-  AQUEDUCT_RATE_RECOVERY_PER_SECOND: positive
+  AQUEDUCT_RATE_RECOVERY_PER_SECOND: numberSetting(positive)
     .default(0.02)
     .describe('After the hold, the share of the configured rate a cut rate regains each second.'),
-  AQUEDUCT_MAX_RETRY_DELAY_MS: positiveInt
-    .max(MAX_TIMER_MS)
+  AQUEDUCT_MAX_RETRY_DELAY_MS: numberSetting(positiveInt.max(MAX_TIMER_MS))
     .default(3_600_000)
     .describe(
       "Longest delay of one event's retry, in ms: a provider's Retry-After and the doubling back-off are both cut to this.",
     ),
-  AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS: z.coerce
-    .number()
-    .int()
-    .min(0)
+  AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS: numberSetting(z.number().int().min(0))
     .default(86_400)
     .describe(
       'How long a final outcome is remembered by (tenant, id), so that a second copy of an event published again is pushed once, in seconds (remembered at least this long, at most twice). 0 turns the window off (redeliveries after a crash or a rebalance are still recognized, by offset). About 16 bytes of Redis memory per event in the window.',
     ),
-  AQUEDUCT_MARK_FLUSH_MS: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .max(1000)
+  AQUEDUCT_MARK_FLUSH_MS: numberSetting(z.number().int().min(0).max(1000))
     .default(50)
     .describe(
       'How long finished events wait for others before their marks go to Redis together, in ms. A consumer killed outright (kill -9) pushes again what it delivered in this last span; shorter costs more Redis calls.',
     ),
-  AQUEDUCT_IDEMPOTENCY_SHARDS: positiveInt
+  AQUEDUCT_IDEMPOTENCY_SHARDS: numberSetting(positiveInt)
     .default(8192)
     .describe(
       "Shards of the idempotency window. A lookup scans one shard's string: keep events per window ÷ shards under about 10 000.",
     ),
-  AQUEDUCT_DEDUPE_TTL_SECONDS: positiveInt
+  AQUEDUCT_DEDUPE_TTL_SECONDS: numberSetting(positiveInt)
     .optional()
     .describe(
       'Deprecated name of AQUEDUCT_IDEMPOTENCY_WINDOW_SECONDS, used as the window when that is not set.',
     ),
-  AQUEDUCT_MAX_MESSAGE_BYTES: positiveInt
+  AQUEDUCT_MAX_MESSAGE_BYTES: numberSetting(positiveInt)
     .default(16 * 1024)
     .describe(
       'Largest accepted message value, in bytes: a larger one is dead-lettered (`too-large`) before it is parsed.',
     ),
-  AQUEDUCT_MAX_HEADER_BYTES: positiveInt
+  AQUEDUCT_MAX_HEADER_BYTES: numberSetting(positiveInt)
     .default(16 * 1024)
     .describe(
       'Largest accepted message key plus headers, in bytes: a larger message is dead-lettered (`too-large`) before its value is read.',
     ),
-  AQUEDUCT_FETCH_MAX_BYTES_PER_PARTITION: positiveInt
+  AQUEDUCT_FETCH_MAX_BYTES_PER_PARTITION: numberSetting(positiveInt)
     .default(1024 * 1024)
     .describe(
       "Bytes fetched per partition per request (the Java consumer's `max.partition.fetch.bytes` default): how far a partition's events can get ahead of an unfinished one (one provider's past the other's), and the re-read after a pause.",
     ),
-  AQUEDUCT_SESSION_TIMEOUT_MS: z.coerce
-    .number()
-    .int()
-    .min(6000)
-    .max(300_000)
+  AQUEDUCT_SESSION_TIMEOUT_MS: numberSetting(z.number().int().min(6000).max(300_000))
     .default(30_000)
     .describe(
       'Kafka group session timeout: how long a consumer that died without leaving (kill -9, a lost host) holds its partitions before the group hands them to the others.',
     ),
-  AQUEDUCT_SHUTDOWN_TIMEOUT_MS: positiveInt
-    .max(MAX_TIMER_MS)
+  AQUEDUCT_SHUTDOWN_TIMEOUT_MS: numberSetting(positiveInt.max(MAX_TIMER_MS))
     .default(25_000)
     .describe('Drain bound on SIGTERM/SIGINT: in-flight work finishes and offsets commit within this time.'),
-  AQUEDUCT_HTTP_PORT: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .max(65535)
+  AQUEDUCT_HTTP_PORT: numberSetting(z.number().int().min(0).max(65535))
     .default(9464)
     .describe('Port of /healthz, /readyz and /metrics (0: a free port).'),
 

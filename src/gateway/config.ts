@@ -1,5 +1,13 @@
 import { z } from 'zod';
-import { type Config, configSchema, REDIS_CONNECTION_SETTINGS, redactConfig } from '../config.ts';
+import {
+  type Config,
+  configSchema,
+  numberSetting,
+  positive,
+  positiveInt,
+  REDIS_CONNECTION_SETTINGS,
+  redactConfig,
+} from '../config.ts';
 import { describeIssues } from '../events/decode.ts';
 import { EVENT_LIMITS } from '../events/event.ts';
 import { jsonErrorWithoutInput } from '../redact.ts';
@@ -13,9 +21,6 @@ import { MAX_TIMER_MS } from '../timer-delay.ts';
  * (`--config file.json`; the environment wins), validated once at start with a message naming every bad
  * field. API key hashes are masked by {@link redactGatewayConfig}.
  */
-
-const positive = z.coerce.number().positive();
-const positiveInt = z.coerce.number().int().positive();
 
 const tenantName = z
   .string()
@@ -100,12 +105,12 @@ export const gatewayConfigSchema = configSchema
     LOG_LEVEL: true,
   })
   .extend({
-    AQUEDUCT_TENANT_RATE: positive
+    AQUEDUCT_TENANT_RATE: numberSetting(positive)
       .optional()
       .describe(
         'Events per second each tenant may submit through the gateway (429 beyond it); unset: no limit unless AQUEDUCT_GATEWAY_TENANT_LIMITS names the tenant.',
       ),
-    AQUEDUCT_TENANT_BURST: positiveInt
+    AQUEDUCT_TENANT_BURST: numberSetting(positiveInt)
       .optional()
       .describe('Events a tenant may submit at once after an idle spell (default: one second of the rate).'),
     AQUEDUCT_GATEWAY_TENANT_LIMITS: jsonObject(z.record(tenantName, tenantLimit))
@@ -113,18 +118,10 @@ export const gatewayConfigSchema = configSchema
       .describe(
         'Per-tenant overrides of the admission limit, JSON: {"acme": {"rate": 2000, "burst": 5000}}.',
       ),
-    AQUEDUCT_GATEWAY_PORT: z.coerce
-      .number()
-      .int()
-      .min(0)
-      .max(65535)
+    AQUEDUCT_GATEWAY_PORT: numberSetting(z.number().int().min(0).max(65535))
       .default(8080)
       .describe('Port of the API, `POST /v1/notifications`, and nothing else (0: a free port).'),
-    AQUEDUCT_GATEWAY_ADMIN_PORT: z.coerce
-      .number()
-      .int()
-      .min(0)
-      .max(65535)
+    AQUEDUCT_GATEWAY_ADMIN_PORT: numberSetting(z.number().int().min(0).max(65535))
       .default(9465)
       .describe(
         'Port of /openapi.json, /healthz, /readyz and /metrics (0: a free port): for probes and Prometheus, never exposed to callers.',
@@ -134,27 +131,23 @@ export const gatewayConfigSchema = configSchema
       .min(1)
       .default('0.0.0.0')
       .describe('Address the gateway listens on (both ports).'),
-    AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS: positiveInt
-      .max(MAX_TIMER_MS)
+    AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS: numberSetting(positiveInt.max(MAX_TIMER_MS))
       .default(20_000)
       .describe(
         'A request whose headers and body have not all arrived within this time is answered 408 and its connection closed (slow clients hold no socket longer).',
       ),
-    AQUEDUCT_GATEWAY_HEADERS_TIMEOUT_MS: positiveInt
-      .max(MAX_TIMER_MS)
+    AQUEDUCT_GATEWAY_HEADERS_TIMEOUT_MS: numberSetting(positiveInt.max(MAX_TIMER_MS))
       .default(10_000)
       .describe(
         'A request whose headers have not all arrived within this time gets its connection closed; at most AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS.',
       ),
-    AQUEDUCT_GATEWAY_KEEP_ALIVE_TIMEOUT_MS: positiveInt
-      .max(MAX_TIMER_MS)
+    AQUEDUCT_GATEWAY_KEEP_ALIVE_TIMEOUT_MS: numberSetting(positiveInt.max(MAX_TIMER_MS))
       .default(5_000)
       .describe('A kept-alive connection with no new request within this time is closed.'),
-    AQUEDUCT_GATEWAY_CONNECTION_TIMEOUT_MS: positiveInt
-      .max(MAX_TIMER_MS)
+    AQUEDUCT_GATEWAY_CONNECTION_TIMEOUT_MS: numberSetting(positiveInt.max(MAX_TIMER_MS))
       .default(30_000)
       .describe('A connection on which nothing is sent or received for this long is closed.'),
-    AQUEDUCT_GATEWAY_MAX_CONNECTIONS: positiveInt
+    AQUEDUCT_GATEWAY_MAX_CONNECTIONS: numberSetting(positiveInt)
       .default(4096)
       .describe('Most open connections to the API port; further ones are closed at once.'),
     AQUEDUCT_GATEWAY_API_KEYS: jsonObject(apiKeyMap)
@@ -162,24 +155,21 @@ export const gatewayConfigSchema = configSchema
       .describe(
         'API keys, JSON: {"<sha256 hex of the key>": "<tenant>"} (`aqueduct serve --hash-key KEY` prints the hash); or AQUEDUCT_GATEWAY_API_KEYS_FILE, a file holding that JSON (e.g. mounted from a Secret).',
       ),
-    AQUEDUCT_GATEWAY_MAX_BATCH: positiveInt
-      .max(10_000)
+    AQUEDUCT_GATEWAY_MAX_BATCH: numberSetting(positiveInt.max(10_000))
       .default(500)
       .describe('Most events in one request (413 beyond it).'),
-    AQUEDUCT_GATEWAY_MAX_BODY_BYTES: positiveInt
+    AQUEDUCT_GATEWAY_MAX_BODY_BYTES: numberSetting(positiveInt)
       .default(1024 * 1024)
       .describe('Largest request body in bytes (413 beyond it).'),
-    AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS: positiveInt
-      .max(MAX_TIMER_MS)
+    AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS: numberSetting(positiveInt.max(MAX_TIMER_MS))
       .default(5000)
       .describe('A Kafka write not acknowledged within this time answers 503 (never 202).'),
-    AQUEDUCT_GATEWAY_PRODUCERS: positiveInt
-      .max(64)
+    AQUEDUCT_GATEWAY_PRODUCERS: numberSetting(positiveInt.max(64))
       .default(4)
       .describe(
         'Idempotent Kafka producers per gateway, each with one produce request in flight (requests arriving meanwhile are coalesced).',
       ),
-    AQUEDUCT_GATEWAY_RETRY_AFTER_SECONDS: positiveInt
+    AQUEDUCT_GATEWAY_RETRY_AFTER_SECONDS: numberSetting(positiveInt)
       .default(2)
       .describe('Retry-After of a 503 while Kafka (or Redis) cannot be reached.'),
   })

@@ -172,6 +172,36 @@ describe('a true/false setting', () => {
   );
 });
 
+describe('a number setting', () => {
+  it('takes decimal text from the environment and a JSON number from a --config file', () => {
+    expect(loadConfig({ AQUEDUCT_FCM_RATE: ' 12.5 ', AQUEDUCT_FCM_BURST: '1e3' })).toMatchObject({
+      AQUEDUCT_FCM_RATE: 12.5,
+      AQUEDUCT_FCM_BURST: 1000,
+    });
+    expect(loadConfig({}, configFile({ AQUEDUCT_HTTP_PORT: 0 })).AQUEDUCT_HTTP_PORT).toBe(0);
+  });
+
+  it.each([['0x1F90'], ['10s'], ['800/s'], [' ']])('refuses %j rather than read it as a number', (text) => {
+    expect(refusalOf(() => loadConfig({ AQUEDUCT_HTTP_PORT: text }))).toBe(
+      'invalid configuration: AQUEDUCT_HTTP_PORT: expected a decimal number',
+    );
+  });
+
+  it('refuses true, false and arrays in a --config file rather than read them as 1, 0 and their item', () => {
+    const file = configFile({
+      AQUEDUCT_HTTP_PORT: false,
+      AQUEDUCT_SEND_CONCURRENCY: true,
+      AQUEDUCT_GATEWAY_PRODUCERS: [2],
+    });
+    expect(refusalOf(() => loadConfig({}, file))).toBe(
+      'invalid configuration: AQUEDUCT_SEND_CONCURRENCY: Invalid input: expected number, received boolean; AQUEDUCT_HTTP_PORT: Invalid input: expected number, received boolean',
+    );
+    expect(refusalOf(() => loadGatewayConfig({}, file))).toBe(
+      'invalid configuration: AQUEDUCT_GATEWAY_PRODUCERS: Invalid input: expected number, received array',
+    );
+  });
+});
+
 /** The message of the error `load` throws ('' when it throws none). */
 function refusalOf(load: () => unknown): string {
   try {
