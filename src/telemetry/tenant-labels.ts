@@ -53,6 +53,9 @@ export class TenantLabels {
   labelOf(tenant: string | undefined): string {
     if (tenant === undefined) return NO_TENANT_LABEL;
     if (this.labelled.has(tenant)) return tenant;
+    // A tenant named like a shared label stays in `other`: labelled `none` or `other`, its events would
+    // be added to those of no tenant or of all the unlabelled ones, and no reader could tell them apart.
+    if (tenant === NO_TENANT_LABEL || tenant === OTHER_TENANTS_LABEL) return OTHER_TENANTS_LABEL;
     this.total++;
     const { count, error } = this.count(tenant);
     const sure = count - error;

@@ -21,6 +21,16 @@ describe('TenantLabels', () => {
     expect(labels.labelOf(undefined)).toBe(NO_TENANT_LABEL);
   });
 
+  it('never gives a tenant named "none" or "other" a label that shares its name with a shared one', () => {
+    const labels = new TenantLabels({ maxLabels: 5, minEvents: 10 });
+    for (let i = 0; i < 200; i++) {
+      expect(labels.labelOf('none')).toBe(OTHER_TENANTS_LABEL);
+      expect(labels.labelOf('other')).toBe(OTHER_TENANTS_LABEL);
+      labels.labelOf('acme');
+    }
+    expect(labels.labels()).toEqual(['acme']);
+  });
+
   it('never gives more labels than allowed, and never takes one back (counters only grow)', () => {
     fc.assert(
       fc.property(
