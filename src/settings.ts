@@ -53,17 +53,7 @@ export function readSettings(
   file?: string,
   alsoAccepted: readonly string[] = [],
 ): Record<string, unknown> {
-  let fromFile: Record<string, unknown> = {};
-  if (file) {
-    try {
-      fromFile = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
-    } catch (error) {
-      // A syntax error's message quotes the file, which may hold passwords.
-      const why =
-        error instanceof SyntaxError ? `not JSON: ${jsonErrorWithoutInput(error)}` : (error as Error).message;
-      throw new ConfigError(`cannot read config file ${file}: ${why}`);
-    }
-  }
+  const fromFile = file ? readSettingsFile(file) : {};
   const accepted = new Set([...keys, ...alsoAccepted, ...GATEWAY_ONLY_SETTINGS]);
   const isKnown = (key: string) =>
     accepted.has(key) || (key.endsWith(FILE_SUFFIX) && accepted.has(key.slice(0, -FILE_SUFFIX.length)));
@@ -80,6 +70,26 @@ export function readSettings(
     else if (direct !== undefined) merged[key] = direct;
   }
   return merged;
+}
+
+/** A `--config` file's settings: a JSON object, one key per setting. */
+function readSettingsFile(file: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    // A syntax error's message quotes the file, which may hold passwords.
+    const why =
+      error instanceof SyntaxError ? `not JSON: ${jsonErrorWithoutInput(error)}` : (error as Error).message;
+    throw new ConfigError(`cannot read config file ${file}: ${why}`);
+  }
+  // null would fail further on with a TypeError, an array or a string as keys "0", "1"…
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new ConfigError(
+      `cannot read config file ${file}: not a JSON object of settings ({"NAME": value, …})`,
+    );
+  }
+  return parsed as Record<string, unknown>;
 }
 
 function present(value: unknown): unknown {

@@ -52,6 +52,17 @@ describe('a --config file', () => {
     expect(() => loadGatewayConfig({}, file)).toThrow(refusal);
   });
 
+  it.each([['null'], ['[1, 2]'], ['"KAFKA_BROKERS=kafka:9092"'], ['42']])(
+    'refuses %s, which is no object of settings, in one line for either process',
+    (text) => {
+      const file = join(mkdtempSync(join(tmpdir(), 'aqueduct-settings-')), 'aqueduct.json');
+      writeFileSync(file, text);
+      const why = `cannot read config file ${file}: not a JSON object of settings ({"NAME": value, …})`;
+      expect(refusalOf(() => loadConfig({}, file))).toBe(why);
+      expect(refusalOf(() => loadGatewayConfig({}, file))).toBe(why);
+    },
+  );
+
   it("names as gateway-only exactly the settings of the gateway's schema that the consumer's lacks", () => {
     const gatewayOnly = Object.keys(gatewayConfigSchema.shape).filter(
       (name) => !(name in configSchema.shape),
