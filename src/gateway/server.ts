@@ -10,6 +10,7 @@ import { createLogger, type Logger } from '../log.ts';
 import { createRedis, redisErrorSummary } from '../redis/client.ts';
 import { warnIfRedisEvicts } from '../redis/eviction-policy.ts';
 import { RedisReachability } from '../redis/reachability.ts';
+import { ConfigError } from '../settings.ts';
 import { kafkaSecurityOptions, redisConnectionOptions, topicDurabilityOf } from '../settings-options.ts';
 import { buildAdminApp } from './admin-app.ts';
 import { admissionBucketName, TenantAdmission } from './admission.ts';
@@ -154,13 +155,19 @@ export async function startGateway(
       'AQUEDUCT_GATEWAY_ADMIN_PORT',
       config.AQUEDUCT_GATEWAY_ADMIN_PORT,
       config.AQUEDUCT_GATEWAY_HOST,
-      () => admin.listen({ port: config.AQUEDUCT_GATEWAY_ADMIN_PORT, host: config.AQUEDUCT_GATEWAY_HOST }),
+      () =>
+        onGatewayHost(config.AQUEDUCT_GATEWAY_HOST, () =>
+          admin.listen({ port: config.AQUEDUCT_GATEWAY_ADMIN_PORT, host: config.AQUEDUCT_GATEWAY_HOST }),
+        ),
     );
     await listenOrExplain(
       'AQUEDUCT_GATEWAY_PORT',
       config.AQUEDUCT_GATEWAY_PORT,
       config.AQUEDUCT_GATEWAY_HOST,
-      () => app.listen({ port: config.AQUEDUCT_GATEWAY_PORT, host: config.AQUEDUCT_GATEWAY_HOST }),
+      () =>
+        onGatewayHost(config.AQUEDUCT_GATEWAY_HOST, () =>
+          app.listen({ port: config.AQUEDUCT_GATEWAY_PORT, host: config.AQUEDUCT_GATEWAY_HOST }),
+        ),
     );
   } catch (error) {
     await app.close();
@@ -230,5 +237,24 @@ async function warnAboutDurability(kafka: Kafka, config: GatewayConfig, logger: 
     logger.debug({ err: { message: (error as Error).message } }, 'topic durability not checked');
   } finally {
     await admin.disconnect().catch(() => {});
+  }
+}
+
+/**
+ * Runs `listen` on `host`; a host that is no address of this machine (EADDRNOTAVAIL) or no name at all
+ * (ENOTFOUND) is a refused AQUEDUCT_GATEWAY_HOST, told in one line naming it rather than as a crash.
+ */
+async function onGatewayHost<T>(host: string, listen: () => Promise<T>): Promise<T> {
+  try {
+    return await listen();
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+      throw new ConfigError(
+        `AQUEDUCT_GATEWAY_HOST=${host}: cannot listen there (${code}): give an address of this host, or 0.0.0.0 for all of them`,
+        { cause: error },
+      );
+    }
+    throw error;
   }
 }

@@ -99,6 +99,25 @@ describe('a verb whose settings name a file it cannot read', () => {
   });
 });
 
+describe('aqueduct serve given a host it cannot listen on', () => {
+  it.each([
+    ['192.0.2.1', 'EADDRNOTAVAIL'],
+    ['no such host', 'ENOTFOUND'],
+  ])('names AQUEDUCT_GATEWAY_HOST=%s in one line and exits 2', async (host, code) => {
+    const result = await run(['serve'], {
+      AQUEDUCT_GATEWAY_HOST: host,
+      AQUEDUCT_GATEWAY_PORT: '0',
+      AQUEDUCT_GATEWAY_ADMIN_PORT: '0',
+      AQUEDUCT_GATEWAY_API_KEYS: JSON.stringify({ ['a'.repeat(64)]: 'acme' }),
+      LOG_LEVEL: 'silent',
+    });
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr.trim()).toBe(
+      `aqueduct serve: AQUEDUCT_GATEWAY_HOST=${host}: cannot listen there (${code}): give an address of this host, or 0.0.0.0 for all of them`,
+    );
+  });
+});
+
 describe('aqueduct replay given a reason kind no dead letter carries', () => {
   it('names it and lists the kinds, rather than replay nothing', async () => {
     const result = await run(['replay', '--dry-run', '--kind', 'max-attempts,rejectd']);
