@@ -1,7 +1,8 @@
 import { constants, createReadStream } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import { type Command, InvalidArgumentError } from 'commander';
-import { loadConfig } from '../config.ts';
+import { configSchema, loadConfig } from '../config.ts';
+import { notificationEventSchema } from '../events/event.ts';
 import { createKafka } from '../kafka/client.ts';
 import { connectionNotice } from '../kafka/connection-notice.ts';
 import { kafkaSecurity } from '../kafka/security.ts';
@@ -17,7 +18,7 @@ import { type InvalidEventError, publishEvents } from './publisher.ts';
 interface PublishFlags {
   generate?: number;
   deadTokenRatio: number;
-  tenants?: string;
+  tenants?: string[];
   topic?: string;
   partitions: number;
   createTopic: boolean;
@@ -36,6 +37,27 @@ const ratio = (value: string) => {
   if (!(n >= 0 && n <= 1)) throw new InvalidArgumentError('a number from 0 to 1');
   return n;
 };
+/** --tenants: each a tenant as the event contract takes it, so that no generated event is refused. */
+const tenantList = (value: string) => {
+  const tenants = value
+    .split(',')
+    .map((tenant) => tenant.trim())
+    .filter(Boolean);
+  const refused = tenants.find((tenant) => !notificationEventSchema.shape.tenant.safeParse(tenant).success);
+  if (refused !== undefined || tenants.length === 0)
+    throw new InvalidArgumentError(
+      'comma-separated tenants, each of letters, digits, dot, dash and underscore (at most 64)',
+    );
+  return tenants;
+};
+/** --topic: a topic name as AQUEDUCT_TOPIC takes it. */
+const topicName = (value: string) => {
+  if (!configSchema.shape.AQUEDUCT_TOPIC.safeParse(value).success)
+    throw new InvalidArgumentError(
+      'a Kafka topic name: letters, digits, dot, dash and underscore (at most 200)',
+    );
+  return value;
+};
 
 /** `aqueduct publish`: events from a JSON-lines file, stdin, or a generator, onto the topic. */
 export function registerPublishCommand(program: Command): void {
@@ -47,8 +69,8 @@ export function registerPublishCommand(program: Command): void {
     .argument('[file]', 'JSON-lines file, one event per line ("-" or nothing: stdin)')
     .option('--generate <n>', 'publish N synthetic events instead (mixed platforms and tenants)', count)
     .option('--dead-token-ratio <r>', 'with --generate: share of events with a dead device token', ratio, 0)
-    .option('--tenants <list>', 'with --generate: comma-separated tenants to spread events over')
-    .option('--topic <name>', 'topic (default: AQUEDUCT_TOPIC or "notifications")')
+    .option('--tenants <list>', 'with --generate: comma-separated tenants to spread events over', tenantList)
+    .option('--topic <name>', 'topic (default: AQUEDUCT_TOPIC or "notifications")', topicName)
     .option('--partitions <n>', 'with --create-topic: partition count', count, 6)
     .option(
       '--create-topic',
@@ -160,7 +182,7 @@ function eventSource(
     const events = generateEvents({
       count: flags.generate,
       deadTokenRatio: flags.deadTokenRatio,
-      ...(flags.tenants ? { tenants: flags.tenants.split(',').filter(Boolean) } : {}),
+      ...(flags.tenants ? { tenants: flags.tenants } : {}),
     });
     function* untilStopped(): Generator<unknown> {
       for (const event of events) {

@@ -56,6 +56,22 @@ describe('aqueduct publish given input it cannot use', () => {
     expect(result.stderr.trim()).toBe(`aqueduct publish: cannot read ${dir}: it is a directory`);
   });
 
+  it.each([
+    [
+      '--tenants',
+      'acme,a b',
+      'comma-separated tenants, each of letters, digits, dot, dash and underscore (at most 64)',
+    ],
+    ['--topic', 'my topic', 'a Kafka topic name: letters, digits, dot, dash and underscore (at most 200)'],
+  ])(
+    'refuses %s %j before it connects, rather than generate events no consumer takes',
+    async (flag, value, why) => {
+      const result = await run(['publish', '--generate', '5', flag, value]);
+      expect(result.code, result.stderr).toBe(1);
+      expect(result.stderr).toContain(`argument '${value}' is invalid. ${why}`);
+    },
+  );
+
   it('refuses a file together with --generate', async () => {
     const result = await run(['publish', 'events.jsonl', '--generate', '5']);
     expect(result.code, result.stderr).toBe(2);
