@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Command, InvalidArgumentError } from 'commander';
 import { SetupError } from '../services/errors.ts';
+import { MAX_TIMER_MS } from '../timer-delay.ts';
 import { startApnsSimulator } from './apns.ts';
 import { DEFAULT_BAD_TOKEN_PREFIX, DEFAULT_DEAD_TOKEN_PREFIX, type SimulatorFaults } from './faults.ts';
 import { startFcmSimulator } from './fcm.ts';
@@ -148,7 +149,7 @@ function commonOptions(command: Command, defaultPort: number): Command {
       0,
     )
     .option('--slow <share>', 'share of answers delayed by --slow-ms', parseShare, 0)
-    .option('--slow-ms <ms>', 'delay of a slow answer', parsePositive, 1000)
+    .option('--slow-ms <ms>', 'delay of a slow answer', parseDelayMs, 1000)
     .option(
       '--storm <seconds>',
       'start in a 429 storm with this Retry-After (end: POST /faults {"storm":null})',
@@ -279,6 +280,14 @@ function parsePositive(value: string): number {
   const number = Number(value);
   if (!Number.isFinite(number) || number <= 0) throw new InvalidArgumentError('a positive number');
   return number;
+}
+
+/** A delay in ms: at most what a Node timer can wait, since a longer one fires after 1 ms. */
+function parseDelayMs(value: string): number {
+  const ms = Number(value);
+  if (!Number.isFinite(ms) || ms <= 0 || ms > MAX_TIMER_MS)
+    throw new InvalidArgumentError(`a positive number of ms, at most ${MAX_TIMER_MS}`);
+  return ms;
 }
 
 function parseShare(value: string): number {

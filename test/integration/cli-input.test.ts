@@ -134,6 +134,16 @@ describe('aqueduct serve given a host it cannot listen on', () => {
   });
 });
 
+describe('aqueduct simulate given a delay no timer can wait', () => {
+  it('refuses --slow-ms above it rather than answer the slow requests at once', async () => {
+    const result = await run(['simulate', 'fcm', '--port', '0', '--slow-ms', '3000000000']);
+    expect(result.code, result.stderr).toBe(1);
+    expect(result.stderr).toContain(
+      "error: option '--slow-ms <ms>' argument '3000000000' is invalid. a positive number of ms, at most 2147483647",
+    );
+  });
+});
+
 describe('aqueduct replay given a reason kind no dead letter carries', () => {
   it('names it and lists the kinds, rather than replay nothing', async () => {
     const result = await run(['replay', '--dry-run', '--kind', 'max-attempts,rejectd']);
