@@ -58,7 +58,8 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
       const registry = options.registry;
       registry.metrics().then(
         (text) => response.writeHead(200, { 'content-type': registry.contentType }).end(text),
-        (error: Error) => response.writeHead(500).end(error.message),
+        (error: Error) =>
+          response.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end(error.message),
       );
     } else {
       response.writeHead(404).end();

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { Registry } from 'prom-client';
+import { Gauge, Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type HealthServer, startHealthServer } from '../../src/telemetry/http-server.ts';
 
@@ -33,6 +33,23 @@ describe("the consumer's health and metrics server", () => {
     const post = await fetch(url('/healthz'), { method: 'POST', body: 'x' });
     expect([post.status, post.headers.get('allow')]).toEqual([405, 'GET, HEAD']);
     expect((await fetch(url('/nothing'))).status).toBe(404);
+  });
+
+  it('answers a scrape whose collection failed with 500 and a typed body', async () => {
+    const registry = new Registry();
+    new Gauge({
+      name: 'aqueduct_failing_collect',
+      help: 'a gauge whose collection throws',
+      registers: [registry],
+      collect() {
+        throw new Error('collection failed');
+      },
+    });
+    server = await startHealthServer({ port: 0, host: '127.0.0.1', isReady: () => true, registry });
+    const answer = await fetch(`http://127.0.0.1:${server.port}/metrics`);
+    expect(answer.status).toBe(500);
+    expect(answer.headers.get('content-type')).toBe('text/plain; charset=utf-8');
+    expect(await answer.text()).toBe('collection failed');
   });
 
   it('closes at once although a client is still sending its headers', async () => {
