@@ -33,7 +33,10 @@ registerSimulateCommand(program);
 try {
   await program.parseAsync(process.argv);
 } catch (error) {
-  if (error instanceof CommanderError) process.exit(error.exitCode);
+  // Help and --version end 0; any other commander error is a usage error (an unknown verb or option, a
+  // flag's value refused, an argument missing), status 2 as for a refused setting, so that automation
+  // can tell "called wrongly" (2) from "ran and failed" (1).
+  if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? 0 : 2);
   // A setting refused once a verb is under way (a PEM file it names cannot be read, a provider endpoint
   // that cannot work) ends it like one refused at start: one line naming it, status 2, no stack.
   if (

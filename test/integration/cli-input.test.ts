@@ -67,7 +67,7 @@ describe('aqueduct publish given input it cannot use', () => {
     'refuses %s %j before it connects, rather than generate events no consumer takes',
     async (flag, value, why) => {
       const result = await run(['publish', '--generate', '5', flag, value]);
-      expect(result.code, result.stderr).toBe(1);
+      expect(result.code, result.stderr).toBe(2);
       expect(result.stderr).toContain(`argument '${value}' is invalid. ${why}`);
     },
   );
@@ -79,10 +79,29 @@ describe('aqueduct publish given input it cannot use', () => {
   });
 });
 
+describe('aqueduct called wrongly', () => {
+  it.each([
+    [['consume', '--no-such-flag'], "error: unknown option '--no-such-flag'"],
+    [['consum'], "error: unknown command 'consum'"],
+    [['publish', '--generate'], "error: option '--generate <n>' argument missing"],
+    [[], 'Usage: aqueduct [options] [command]'],
+  ])('%j exits 2, as a refused setting does, and not 1 as a verb that ran and failed', async (args, says) => {
+    const result = await run(args);
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr).toContain(says);
+  });
+
+  it('--help and --version exit 0', async () => {
+    expect((await run(['--help'])).code).toBe(0);
+    expect((await run(['consume', '--help'])).code).toBe(0);
+    expect((await run(['--version'])).code).toBe(0);
+  });
+});
+
 describe('aqueduct inspect --watch given an interval no timer can wait', () => {
   it('refuses it rather than refresh every millisecond', async () => {
     const result = await run(['inspect', '--watch', '--interval', '3000000000']);
-    expect(result.code, result.stderr).toBe(1);
+    expect(result.code, result.stderr).toBe(2);
     expect(result.stderr).toContain(
       "error: option '--interval <ms>' argument '3000000000' is invalid. must be an integer number of ms from 50 to 2147483647.",
     );
@@ -137,7 +156,7 @@ describe('aqueduct serve given a host it cannot listen on', () => {
 describe('aqueduct simulate given a delay no timer can wait', () => {
   it('refuses --slow-ms above it rather than answer the slow requests at once', async () => {
     const result = await run(['simulate', 'fcm', '--port', '0', '--slow-ms', '3000000000']);
-    expect(result.code, result.stderr).toBe(1);
+    expect(result.code, result.stderr).toBe(2);
     expect(result.stderr).toContain(
       "error: option '--slow-ms <ms>' argument '3000000000' is invalid. a positive number of ms, at most 2147483647",
     );
@@ -147,7 +166,7 @@ describe('aqueduct simulate given a delay no timer can wait', () => {
 describe('aqueduct replay given a reason kind no dead letter carries', () => {
   it('names it and lists the kinds, rather than replay nothing', async () => {
     const result = await run(['replay', '--dry-run', '--kind', 'max-attempts,rejectd']);
-    expect(result.code, result.stderr).toBe(1);
+    expect(result.code, result.stderr).toBe(2);
     expect(result.stderr).toContain(
       "error: option '--kind <kinds>' argument 'max-attempts,rejectd' is invalid. unknown rejectd; the reason kinds are empty, too-large, invalid-utf8, invalid-json, unknown-schema-version, invalid-event, rejected, max-attempts",
     );
