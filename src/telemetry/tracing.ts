@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { context, type DiagLogger, DiagLogLevel, diag, propagation, trace } from '@opentelemetry/api';
+import { loggingErrorHandler, setGlobalErrorHandler } from '@opentelemetry/core';
 import type { Sampler, SpanProcessor } from '@opentelemetry/sdk-trace';
 import type { Logger } from '../log.ts';
+import { throttledErrorHandler } from './export-errors.ts';
 import { otelSettingProblems, TRACE_EXPORTERS, traceExporterNames } from './otel-settings.ts';
 
 /**
@@ -105,6 +107,8 @@ export async function startTracing(serviceName: string, options: TracingOptions 
     logLevel: diagLevel(env.OTEL_LOG_LEVEL),
     suppressOverrideMessage: true,
   });
+  // Through diag, so that OTEL_LOG_LEVEL governs these lines as it does the SDK's default handler's.
+  setGlobalErrorHandler(throttledErrorHandler((message, detail) => diag.error(message, detail)));
 
   let stopped: Promise<void> | undefined;
   const tracing: Tracing = {
@@ -126,6 +130,7 @@ export async function startTracing(serviceName: string, options: TracingOptions 
           context.disable();
           propagation.disable();
           diag.disable();
+          setGlobalErrorHandler(loggingErrorHandler());
           if (active === tracing) active = undefined;
         }
       })();

@@ -1,8 +1,9 @@
 import { Writable } from 'node:stream';
 import { trace } from '@opentelemetry/api';
-import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
+import { ExportResultCode } from '@opentelemetry/core';
+import { BatchSpanProcessor, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import type { IHeaders } from 'kafkajs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { headerNumber, headerString } from '../../src/kafka/headers.ts';
 import { createLogger } from '../../src/log.ts';
 import type { PipelineObserver } from '../../src/pipeline/observer.ts';
@@ -165,6 +166,43 @@ describe('when tracing is on', () => {
         msg: 'trace export failed at shutdown; the last spans are lost',
         detail: 'connect ECONNREFUSED 127.0.0.1:4318',
       }),
+    ]);
+  });
+
+  it('logs batches the collector refuses while running as one short line, not one serialized error per batch', async () => {
+    const out = capture();
+    let attempts = 0;
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:4318'), {
+      code: 'ECONNREFUSED',
+      address: '127.0.0.1',
+    });
+    const processor = new BatchSpanProcessor({
+      exporter: {
+        export: (_spans, done) => {
+          attempts++;
+          done({ code: ExportResultCode.FAILED, error: refused });
+        },
+        shutdown: async () => {},
+      },
+      maxExportBatchSize: 1,
+      scheduledDelayMillis: 1,
+    });
+    tracing = await startTracing('aqueduct-test', {
+      spanProcessors: [processor],
+      logger: createLogger('info', 'aqueduct', out.stream),
+    });
+    for (let i = 0; i < 5; i++) trace.getTracer('t').startSpan(`lost ${i}`).end();
+    await vi.waitFor(() => expect(attempts).toBe(5));
+    expect(out.lines()).toEqual([
+      {
+        level: 50,
+        time: expect.any(Number),
+        pid: process.pid,
+        name: 'aqueduct',
+        otel: true,
+        detail: 'connect ECONNREFUSED 127.0.0.1:4318',
+        msg: 'telemetry export failed: spans lost; the next failures are summarized every 30 s',
+      },
     ]);
   });
 
