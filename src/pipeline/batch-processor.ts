@@ -6,6 +6,7 @@ import type { TokenPool } from '../limiter/token-pool.ts';
 import { blocksFleet, type PushProvider } from '../providers/types.ts';
 import { DeviceBackoff, MAX_PER_DEVICE_PER_STEP, PACED_SEND_WAIT_MS } from './device-backoff.ts';
 import type { DoneMark, DoneReading, DoneStore } from './done-store.ts';
+import { FleetBlocks } from './fleet-blocks.ts';
 import { type Answered, expiresAtMs, type Item, type ItemLimits, readItem, type Sendable } from './item.ts';
 import type { PipelineObserver } from './observer.ts';
 import type { Origin, OutcomeRecord, OutcomeWriter } from './outcome-writer.ts';
@@ -30,9 +31,6 @@ import { markDone, Sender } from './sender.ts';
  * turn in several seconds.
  */
 const READ_AGAIN_MS = 200;
-
-/** The first fleet block for a provider's project-wide 429 that came without Retry-After, in ms. */
-const UNANNOUNCED_BLOCK_MS = 1000;
 
 /** Options of {@link BatchProcessor}. */
 export interface BatchProcessorOptions extends ItemLimits, RetryPolicy {
@@ -126,8 +124,8 @@ export class BatchProcessor {
   private readonly poolsOf = new WeakMap<PartitionState, Set<TokenPool>>();
   /** Devices throttled on their own (device-scoped 429s), paced in this process. */
   private readonly devices = new DeviceBackoff();
-  /** Per provider, the fleet blocks this process set for throttles without Retry-After (see `blockFleet`). */
-  private readonly unannouncedBlocks = new Map<Platform, { waves: number; setAt: number }>();
+  /** How long each project-wide 429 blocks the fleet. */
+  private readonly fleetBlocks = new FleetBlocks();
   /** Partitions assigned before this time (epoch ms) read their done-marks again before each send. */
   private recheckUntil = 0;
 
@@ -501,7 +499,7 @@ export class BatchProcessor {
     this.deps.observer.outcome?.(event, outcome, item);
     if (blocksFleet(outcome) && outcome.kind === 'retry')
       await this.blockFleet(event, outcome.retryAfterMs, decidedAt);
-    else if (outcome.kind === 'delivered') this.fleetAccepted(event.platform, decidedAt);
+    else if (outcome.kind === 'delivered') this.fleetBlocks.accepted(event.platform, decidedAt);
     const now = Date.now();
     const settlement = settleAnswered(answered, this.origin(state, item), this.options, now);
     this.devices.answered(event, outcome, now, decidedAt, this.options.maxRetryDelayMs);
@@ -510,36 +508,13 @@ export class BatchProcessor {
     return settlement;
   }
 
-  /** The block for a fleet throttle without Retry-After: 1 s, doubled per further wave (see `blockFleet`). */
-  private unannouncedBlockMs(platform: Platform, decidedAt: number, now: number): number {
-    const blocks = this.unannouncedBlocks.get(platform);
-    if (blocks === undefined) {
-      this.unannouncedBlocks.set(platform, { waves: 1, setAt: now });
-      return UNANNOUNCED_BLOCK_MS;
-    }
-    if (decidedAt > blocks.setAt) {
-      blocks.waves += 1;
-      blocks.setAt = now;
-    }
-    return UNANNOUNCED_BLOCK_MS * 2 ** Math.min(blocks.waves - 1, 30);
-  }
-
-  /** A delivery decided after the latest unannounced block: the provider takes pushes again. */
-  private fleetAccepted(platform: Platform, decidedAt: number): void {
-    const blocks = this.unannouncedBlocks.get(platform);
-    if (blocks !== undefined && decidedAt > blocks.setAt) this.unannouncedBlocks.delete(platform);
-  }
-
   private origin(state: PartitionState, item: Item): Origin {
     return { topic: state.topic, partition: state.partition, offset: item.offset };
   }
 
   /**
-   * A project-wide 429: every consumer of the fleet stops sending to this provider until Retry-After has
-   * passed, never longer than `maxFleetBlockMs`. When the provider gave none, the block is 1 s, doubled
-   * for each further wave of throttles (a throttle of a push decided after the previous block was set)
-   * until a push is delivered: FCM's quota is counted per minute, so a spent quota refuses every push for
-   * the rest of its minute, and a fixed short block would meet it again every second.
+   * A project-wide 429: every consumer of the fleet stops sending to this provider for the block
+   * {@link FleetBlocks} gives it (Retry-After when there is one), never longer than `maxFleetBlockMs`.
    */
   private async blockFleet(
     event: NotificationEvent,
@@ -550,7 +525,7 @@ export class BatchProcessor {
     const pool = this.deps.poolFor(event, 'normal');
     if (!pool) return;
     const now = Date.now();
-    const blockMs = retryAfterMs ?? this.unannouncedBlockMs(event.platform, decidedAt, now);
+    const blockMs = this.fleetBlocks.blockMs(event.platform, retryAfterMs, decidedAt, now);
     const until = now + Math.min(blockMs, this.options.maxFleetBlockMs);
     // Only a later block is news to the fleet. (The pool's own dry spell does not count: it is this
     // process's wait for tokens, which the other processes know nothing of.)
