@@ -21,6 +21,9 @@
 
   Trimming below the committed offset is what bounds the finished sets: once Kafka's commit passes an
   offset, nothing about it stays here. A set holds only what finished out of order above the commit.
+  A set that keeps offsets after a trim also keeps the commit they lie above, as the member 'commit'
+  (scored by it): a later owner that starts reading below it knows they describe records it is not
+  reading again (the group's offsets were reset, or the topic was recreated); see dedupe-check.lua.
 ]]
 
 --- @include "arguments"
@@ -41,6 +44,9 @@ if shards > 0 then
 end
 local failure = integer_error(3, 'finishedTtlSeconds', 1)
 if failure then return failure end
+
+-- The member of a finished-offset set that holds the commit its offsets lie above (see the header).
+local COMMIT = 'commit'
 
 local written = 0
 for i = 1, p do
@@ -67,6 +73,15 @@ for i = 1, p do
     end
     if #args > 0 then redis.call('ZADD', KEYS[i], unpack(args)) end
     redis.call('EXPIRE', KEYS[i], ARGV[3])
+  end
+  if floor ~= nil then
+    local held = redis.call('ZCARD', KEYS[i])
+    if redis.call('ZSCORE', KEYS[i], COMMIT) then held = held - 1 end
+    if held > 0 then
+      redis.call('ZADD', KEYS[i], floor, COMMIT)
+    else
+      redis.call('DEL', KEYS[i]) -- drained: no key is left behind
+    end
   end
 end
 if shards > 0 then

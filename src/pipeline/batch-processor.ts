@@ -284,7 +284,11 @@ export class BatchProcessor {
     const keys = lookedUp.filter((item) => item.decoded.ok).map((item) => item.dedupeKey);
     let reading: DoneReading;
     try {
-      reading = await this.deps.doneStore.lookup(keys, readFinished ? [state] : []);
+      const from = state.readFrom(items[0]?.offset);
+      reading = await this.deps.doneStore.lookup(
+        keys,
+        readFinished ? [{ topic: state.topic, partition: state.partition, from }] : [],
+      );
     } catch (error) {
       if (!this.options.failOpen) throw error;
       this.deps.observer.markFailed?.(error, unchecked.length);

@@ -22,6 +22,15 @@ export interface PartitionRef {
 }
 
 /**
+ * A partition whose finished offsets are read, and the first offset its reader reads in this
+ * assignment: offsets finished above a commit higher than that were finished in another history (the
+ * group's offsets were reset, or the topic recreated), and are dropped rather than skipped.
+ */
+export interface FinishedRead extends PartitionRef {
+  from?: string | undefined;
+}
+
+/**
  * What finishing one message leaves behind: its offset, for a redelivery of the same message, and, for
  * an event with a final outcome, its idempotency key, for a second copy of the event.
  */
@@ -120,7 +129,7 @@ interface PendingPartition {
 
 /** The keys and arguments of one script call, all in one Redis Cluster slot (or on one server). */
 interface CallPlan {
-  partitions: Array<{ ref: PartitionRef; key: string }>;
+  partitions: Array<{ ref: FinishedRead; key: string }>;
   shards: number[];
 }
 
@@ -153,7 +162,7 @@ export class DoneStore {
   private readonly unsettled = new Set<Promise<void>>();
   private checks: Array<{
     keys: readonly KeyInput[];
-    partitions: readonly PartitionRef[];
+    partitions: readonly FinishedRead[];
     resolve: (reading: DoneReading) => void;
     reject: (e: unknown) => void;
   }> = [];
@@ -199,14 +208,14 @@ export class DoneStore {
    * partition given (read once per assignment). On one server asked right away: a fetched batch's check
    * goes out while kafkajs hands the process the next batches of the same fetch.
    */
-  lookup(keys: readonly KeyInput[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
+  lookup(keys: readonly KeyInput[], partitions: readonly FinishedRead[] = []): Promise<DoneReading> {
     // On a Cluster a lookup costs a call per tag it touches; the batches of one fetch, a few ms apart,
     // share those calls instead.
     return this.redis.isCluster ? this.check(keys, partitions) : this.read(keys, partitions);
   }
 
   /** As {@link lookup}, coalesced with other callers' checks of the next few ms. */
-  check(keys: readonly KeyInput[], partitions: readonly PartitionRef[] = []): Promise<DoneReading> {
+  check(keys: readonly KeyInput[], partitions: readonly FinishedRead[] = []): Promise<DoneReading> {
     return new Promise((resolve, reject) => {
       if (this.checks.length === 0) setTimeout(() => void this.flushChecks(), this.options.coalesceMs);
       this.checks.push({ keys, partitions, resolve, reject });
@@ -319,7 +328,7 @@ export class DoneStore {
    * The calls that cover these partitions and shards: one on a single server (a script may touch any
    * key there); on a Redis Cluster one per hash tag, since a script call must stay in one slot.
    */
-  private plans(partitions: readonly PartitionRef[], shards: readonly number[]): CallPlan[] {
+  private plans(partitions: readonly FinishedRead[], shards: readonly number[]): CallPlan[] {
     const withKeys = partitions.map((ref) => ({ ref, key: this.partitionKey(ref) }));
     const plans: CallPlan[] = [];
     if (!this.redis.isCluster) {
@@ -350,7 +359,7 @@ export class DoneStore {
     return plans;
   }
 
-  private async read(keys: readonly KeyInput[], partitions: readonly PartitionRef[]): Promise<DoneReading> {
+  private async read(keys: readonly KeyInput[], partitions: readonly FinishedRead[]): Promise<DoneReading> {
     const reading: DoneReading = { done: new Map(), finished: new Map() };
     const byShard = this.windowOn ? this.byShard(keys) : new Map<number, IdempotencyKey[]>();
     const calls = this.plans(partitions, [...byShard.keys()]).map(async (plan) => {
@@ -366,6 +375,7 @@ export class DoneStore {
         Math.max(this.options.windowSeconds, 1),
         counts,
         blob,
+        ...plan.partitions.map(({ ref }) => ref.from ?? ''),
       );
       const fields = replyFields(reply);
       plan.partitions.forEach(({ ref }, i) => {
@@ -387,10 +397,13 @@ export class DoneStore {
     this.checks = [];
     try {
       const keys = new Set<KeyInput>();
-      const partitions = new Map<string, PartitionRef>();
+      const partitions = new Map<string, FinishedRead>();
       for (const check of waiting) {
         for (const key of check.keys) keys.add(key);
-        for (const ref of check.partitions) partitions.set(`${ref.topic}:${ref.partition}`, ref);
+        for (const ref of check.partitions) {
+          const key = `${ref.topic}:${ref.partition}`;
+          if (ref.from !== undefined || !partitions.has(key)) partitions.set(key, ref);
+        }
       }
       const reading = await this.read([...keys], [...partitions.values()]);
       for (const check of waiting) check.resolve(reading);

@@ -31,6 +31,8 @@ export class PartitionState {
   private checkedThrough = -1n;
   /** Whether the offsets an earlier owner finished above the commit were read (once per assignment). */
   private finishedRead = false;
+  /** The first offset this assignment read: the group's committed offset, or where its reset policy began. */
+  private firstRead: string | undefined;
   /** Failed steps in a row (Redis or Kafka unavailable), for the back-off. */
   private failures = 0;
   /** Until then (epoch ms) done-marks are read again right before each send (see Sender). */
@@ -90,6 +92,15 @@ export class PartitionState {
    */
   needsFinishedRead(): boolean {
     return !this.finishedRead;
+  }
+
+  /**
+   * The first offset this assignment read, `offset` (the first of a batch) unless an earlier batch came
+   * first. Offsets finished above a commit higher than it belong to another history (see DoneStore).
+   */
+  readFrom(offset: string | undefined): string | undefined {
+    this.firstRead ??= offset;
+    return this.firstRead;
   }
 
   /** Records the offsets earlier readings finished above the committed one: they are skipped. */

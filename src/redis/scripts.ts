@@ -13,7 +13,7 @@ export const scripts = {
   refund: { command: 'aqueductLimiterRefund', file: 'refund.lua' },
   block: { command: 'aqueductLimiterBlock', file: 'block.lua' },
   inspect: { command: 'aqueductLimiterInspect', file: 'inspect.lua', readOnly: true },
-  dedupeCheck: { command: 'aqDedupeCheck', file: 'dedupe-check.lua', readOnly: true },
+  dedupeCheck: { command: 'aqDedupeCheck', file: 'dedupe-check.lua' }, // deletes a set a reset made stale
   dedupeMark: { command: 'aqDedupeMark', file: 'dedupe-mark.lua' },
   dedupeForget: { command: 'aqDedupeForget', file: 'dedupe-forget.lua' },
   apnsToken: { command: 'aqApnsToken', file: 'apns-token.lua' },

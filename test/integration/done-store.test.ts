@@ -89,6 +89,36 @@ describe('DoneStore', () => {
     expect(await redis.client.exists(s.partitionKey(P0))).toBe(0);
   });
 
+  it('drops finished offsets above a commit higher than where the reader starts: the offsets were reset, or the topic recreated', async () => {
+    const s = store({ windowSeconds: 0 });
+    await s.mark(['7', '9', '12'].map((offset) => ({ ...P0, offset })));
+    s.committed(P0, '5');
+    await s.settled();
+    // A reader that starts at the commit, or above it, skips what was finished above it.
+    const atCommit = await s.lookup([], [{ ...P0, from: '5' }]);
+    expect(atCommit.finished.get('notifications:0')).toEqual(new Set(['7', '9', '12']));
+    const aboveCommit = await s.lookup([], [{ ...P0, from: '8' }]);
+    expect(aboveCommit.finished.get('notifications:0')).toEqual(new Set(['7', '9', '12']));
+    // One that starts below it reads records those offsets did not name: it skips none, and the set is gone.
+    const belowCommit = await s.lookup([], [{ ...P0, from: '0' }]);
+    expect(belowCommit.finished.get('notifications:0')).toEqual(new Set());
+    expect(await redis.client.exists(s.partitionKey(P0))).toBe(0);
+    // What the new reading finishes is remembered as before.
+    await s.mark([{ ...P0, offset: '3' }]);
+    s.committed(P0, '1');
+    await s.settled();
+    expect((await s.lookup([], [{ ...P0, from: '1' }])).finished.get('notifications:0')).toEqual(
+      new Set(['3']),
+    );
+  });
+
+  it('keeps finished offsets marked before any commit, whoever reads them: nothing says where they lie', async () => {
+    const s = store({ windowSeconds: 0 });
+    await s.mark(['4', '6'].map((offset) => ({ ...P1, offset })));
+    const reading = await s.lookup([], [{ ...P1, from: '0' }]);
+    expect(reading.finished.get('notifications:1')).toEqual(new Set(['4', '6']));
+  });
+
   it('with the window off writes nothing but finished offsets, and knows no (tenant, id)', async () => {
     const prefix = `${redis.prefix}off`;
     const s = new DoneStore(redis.client, { prefix, groupId: 'g', windowSeconds: 0, markCoalesceMs: 0 });

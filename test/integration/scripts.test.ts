@@ -66,6 +66,7 @@ describe('one reply shape and one error format', () => {
       60,
       '',
       '',
+      '',
     );
     expect(replyFields(reply)).toEqual(['7']);
   });
@@ -103,6 +104,8 @@ describe('one reply shape and one error format', () => {
       'shards',
     ],
     ['dedupe-check: fingerprints missing', 'dedupeCheck', () => [1, key(), 0, 60, '1', ''], 'shards'],
+    ['dedupe-check: a first offset missing', 'dedupeCheck', () => [1, key(), 1, 60, '', ''], 'shards'],
+    ['dedupe-check: a first offset negative', 'dedupeCheck', () => [1, key(), 1, 60, '', '', '-1'], 'from'],
     ['block: minTtlSeconds', 'block', () => [1, key(), 5, 0, 60_000, 1, 0, 1], 'minTtlSeconds'],
     ['block: maxBlockMs', 'block', () => [1, key(), 5, 60, 'inf', 1, 0, 1], 'maxBlockMs'],
     ['apns-token: a token with a space', 'apnsToken', () => [1, key(), 'a b', 1, 0, 3600, 0], 'token'],
