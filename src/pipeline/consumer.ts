@@ -92,6 +92,10 @@ export class NotificationConsumer {
         sessionTimeout: this.options.sessionTimeoutMs,
         rebalanceTimeout: this.options.rebalanceTimeoutMs,
         heartbeatInterval: this.options.heartbeatIntervalMs,
+        // kafkajs asks the broker to create a subscribed topic it does not find, and a broker with
+        // auto.create.topics.enable (Kafka's default) does, with its default partitions and settings: a
+        // topic an operator deletes to create it again would be back at once with the broker's defaults.
+        allowAutoTopicCreation: false,
         // kafkajs would restart itself after a retriable crash, with a new group member that nothing
         // here can reach: stopped while it is still joining, it joins anyway and consumes on, and the
         // process never exits. This class restarts it instead (restartAfterCrash), so that a stop can
@@ -218,7 +222,8 @@ export class NotificationConsumer {
       await admin.disconnect();
     }
 
-    const producer = createProducer(deps.kafka);
+    // Writes only to the topics ensured above: one deleted meanwhile is not created with the broker's defaults.
+    const producer = createProducer(deps.kafka, { allowAutoTopicCreation: false });
     await producer.connect();
     // Loads the outcome topics' metadata now (a batch without messages sends nothing): the first step
     // that parks or retries events would otherwise wait for it while its partition holds.
