@@ -336,6 +336,11 @@ export const configSchema = z.object({
     .describe(
       'Kafka group session timeout: how long a consumer that died without leaving (kill -9, a lost host) holds its partitions before the group hands them to the others.',
     ),
+  AQUEDUCT_METADATA_MAX_AGE_MS: numberSetting(positiveInt.max(MAX_TIMER_MS))
+    .default(60_000)
+    .describe(
+      "How often each consumer reads the topics' metadata again, in ms: partitions added to the topic (`kafka-topics.sh --alter --partitions`) are read within about this long, after the rebalance the first member to see them starts. kafkajs' and the Java client's default, 300000, would leave them unread for up to five minutes.",
+    ),
   AQUEDUCT_SHUTDOWN_TIMEOUT_MS: numberSetting(positiveInt.max(MAX_TIMER_MS))
     .default(25_000)
     .describe('Drain bound on SIGTERM/SIGINT: in-flight work finishes and offsets commit within this time.'),

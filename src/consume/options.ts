@@ -26,6 +26,7 @@ export function consumerOptions(config: Config): NotificationConsumerOptions {
     failurePolicy: config.AQUEDUCT_LIMITER_FAILURE_POLICY,
     fetchMaxBytesPerPartition: config.AQUEDUCT_FETCH_MAX_BYTES_PER_PARTITION,
     sessionTimeoutMs: config.AQUEDUCT_SESSION_TIMEOUT_MS,
+    metadataMaxAgeMs: config.AQUEDUCT_METADATA_MAX_AGE_MS,
     shutdownTimeoutMs: config.AQUEDUCT_SHUTDOWN_TIMEOUT_MS,
     limits: {
       enabled: config.AQUEDUCT_LIMITER_ENABLED,

@@ -78,6 +78,11 @@ export interface NotificationConsumerOptions {
   fetchMaxBytesPerPartition: number;
   /** Kafka group session timeout, in ms: how long a member that died without leaving holds its partitions. */
   sessionTimeoutMs: number;
+  /**
+   * How often the topics' metadata is read again, in ms (kafkajs `metadataMaxAge`): partitions added to
+   * a topic are assigned once a member has seen them.
+   */
+  metadataMaxAgeMs: number;
   /** Bound of a graceful stop, in ms: in-flight work finishes and offsets commit within it. */
   shutdownTimeoutMs: number;
   /** The token buckets. */

@@ -90,6 +90,7 @@ export class NotificationConsumer {
         maxBytesPerPartition: this.options.fetchMaxBytesPerPartition,
         maxWaitTimeInMs: this.options.maxWaitTimeMs,
         sessionTimeout: this.options.sessionTimeoutMs,
+        metadataMaxAge: this.options.metadataMaxAgeMs,
         rebalanceTimeout: this.options.rebalanceTimeoutMs,
         heartbeatInterval: this.options.heartbeatIntervalMs,
         // kafkajs asks the broker to create a subscribed topic it does not find, and a broker with
