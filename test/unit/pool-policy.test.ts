@@ -7,7 +7,7 @@ describe('pool policy', () => {
   it('draws from the provider bucket alone while tenants are not capped, whatever the tenant', () => {
     const policy = { sendConcurrency: 64 };
     expect(poolKey('fcm', 'acme', policy)).toBe('fcm');
-    expect(poolPlan(fcm, 'acme', policy)).toEqual({ key: 'fcm', buckets: [fcm], chunk: 250, window: 100 });
+    expect(poolPlan(fcm, 'acme', policy)).toEqual({ key: 'fcm', buckets: [fcm], chunk: 150, window: 100 });
     expect(poolPlan(fcm, undefined, policy).key).toBe('fcm');
   });
 
@@ -23,11 +23,24 @@ describe('pool policy', () => {
   });
 
   it('sizes the chunk from the provider rate: a quarter second of it, never under 200, unless configured', () => {
-    expect(acquireChunk(100)).toBe(200);
-    expect(acquireChunk(1000)).toBe(250);
-    expect(acquireChunk(1001)).toBe(251);
-    expect(acquireChunk(1000, 16)).toBe(16);
+    expect(acquireChunk(100, 10_000)).toBe(200);
+    expect(acquireChunk(1000, 10_000)).toBe(250);
+    expect(acquireChunk(1001, 10_000)).toBe(251);
+    expect(acquireChunk(1000, 10_000, 16)).toBe(16);
     expect(poolPlan(fcm, 'acme', { sendConcurrency: 64, acquireChunk: 16, tenantRate: 5 }).chunk).toBe(16);
+  });
+
+  it('keeps the default chunk to a tenth of the smallest capacity, at least 1: a turn then has room to come late', () => {
+    expect(acquireChunk(800, 2000)).toBe(200);
+    expect(acquireChunk(100, 20)).toBe(2);
+    expect(acquireChunk(200, 200)).toBe(20);
+    expect(acquireChunk(30, 5)).toBe(1);
+    expect(acquireChunk(30, 5, 5)).toBe(5);
+    expect(
+      poolPlan({ name: 'apns', rate: 100, capacity: 20 }, undefined, { sendConcurrency: 64 }).chunk,
+    ).toBe(2);
+    // A capped tenant's bucket is the smallest one.
+    expect(poolPlan(fcm, 'acme', { sendConcurrency: 64, tenantRate: 50 }).chunk).toBe(5);
   });
 
   it('sizes the window from the send concurrency, or a tenth of a second of the provider rate when more', () => {
