@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import diagnosticsChannel from 'node:diagnostics_channel';
+import type http2 from 'node:http2';
 import net from 'node:net';
 import apn from '@parse/node-apn';
 import type { NotificationEvent } from '../events/event.ts';
 import { apnsPayload } from '../events/payload.ts';
 import { classifyApnsFailure, describeApnsFailure } from './apns-classification.ts';
 import { type ProviderTokenStore, providerTokenSigner, SharedProviderToken } from './apns-provider-token.ts';
-import { ConcurrencyLimit, mapBounded } from './concurrency.ts';
+import { ConcurrencyLimit } from './concurrency.ts';
 import type { Endpoint } from './endpoint.ts';
 import { ProviderConfigError } from './errors.ts';
 import { scrub } from './fcm.ts';
@@ -85,6 +86,9 @@ export class ApnsProvider implements PushProvider {
   private readonly provider: apn.Provider;
   private readonly topic: string;
   private readonly limit: ConcurrencyLimit;
+  private readonly maxInFlight: number;
+  /** The HTTP/2 sessions whose SETTINGS bound {@link limit} (see followStreamLimit). */
+  private readonly followed = new WeakSet<http2.ClientHttp2Session>();
   private readonly giveUpMs: number;
   private readonly refusals = new TokenRefusalGuard('APNS_PRODUCTION (sandbox or production) and APNS_TOPIC');
   /** The fleet's provider token, when shared (see ApnsProviderOptions.tokenStore). */
@@ -110,7 +114,8 @@ export class ApnsProvider implements PushProvider {
 
   constructor(options: ApnsProviderOptions) {
     this.topic = options.topic;
-    this.limit = new ConcurrencyLimit(options.maxInFlight ?? 64);
+    this.maxInFlight = options.maxInFlight ?? 64;
+    this.limit = new ConcurrencyLimit(this.maxInFlight);
     const requestTimeoutMs = options.requestTimeoutMs ?? 5000;
     this.giveUpMs = 2 * requestTimeoutMs;
     try {
@@ -143,7 +148,39 @@ export class ApnsProvider implements PushProvider {
     // `regenerate`); the shared one takes the place of the one it signed itself.
     const config = (this.provider as unknown as { client?: { config?: { token?: unknown } } }).client?.config;
     if (this.sharedToken && config) config.token = this.sharedToken;
+    this.followSessions();
     diagnosticsChannel.subscribe('http2.client.stream.finish', this.onFinish);
+  }
+
+  /**
+   * Every HTTP/2 session node-apn opens (its client's `connect()`, again after a GOAWAY or a lost
+   * connection) bounds the pushes in flight by its server's SETTINGS_MAX_CONCURRENT_STREAMS. Node
+   * queues the streams beyond it inside the session, where node-apn's request timeout already runs: a
+   * server allowing fewer streams than `maxInFlight` (APNs allows one until a provider token is
+   * accepted) would time out pushes that were never sent, each spending an attempt. Waiting in
+   * {@link limit} instead, a push's timeout starts when it can go out.
+   */
+  private followSessions(): void {
+    type Client = { connect?: () => Promise<unknown>; session?: http2.ClientHttp2Session | null };
+    const client = (this.provider as unknown as { client?: Client }).client;
+    const connect = client?.connect;
+    if (!client || typeof connect !== 'function') return;
+    client.connect = async () => {
+      const connected = await connect.call(client);
+      if (client.session) this.followStreamLimit(client.session);
+      return connected;
+    };
+  }
+
+  private followStreamLimit(session: http2.ClientHttp2Session): void {
+    if (this.followed.has(session)) return;
+    this.followed.add(session);
+    const apply = ({ maxConcurrentStreams }: http2.Settings) => {
+      const allowed = maxConcurrentStreams ?? this.maxInFlight;
+      this.limit.resize(Math.max(1, Math.min(this.maxInFlight, allowed)));
+    };
+    session.on('remoteSettings', apply);
+    if (session.remoteSettings) apply(session.remoteSettings);
   }
 
   /**
@@ -192,10 +229,28 @@ export class ApnsProvider implements PushProvider {
 
   async send(batch: readonly PushRequest[]): Promise<PushOutcome[]> {
     await this.sharedToken?.ready;
-    return mapBounded(batch, this.limit, async (request) => this.refusals.check(await this.sendOne(request)));
+    return Promise.all(
+      batch.map(async (request) => this.refusals.check(await this.sendWithResends(request))),
+    );
   }
 
-  private async sendOne({ event, expiresAtMs }: PushRequest): Promise<PushOutcome> {
+  /**
+   * One push, sent again at once when its stream was refused: each try waits for a slot of
+   * {@link limit} of its own, so that resends after a server lowered its streams wait for that bound
+   * too instead of queueing inside the session.
+   */
+  private async sendWithResends(request: PushRequest): Promise<PushOutcome> {
+    for (let resends = 0; ; resends += 1) {
+      const outcome = await this.limit.run(() => this.sendOne(request, resends < MAX_REFUSED_RESENDS));
+      if (outcome !== 'refused') return outcome;
+    }
+  }
+
+  /** One try; `'refused'` when the server refused its stream and `mayResend`. */
+  private async sendOne(
+    { event, expiresAtMs }: PushRequest,
+    mayResend: boolean,
+  ): Promise<PushOutcome | 'refused'> {
     const notification = toApnsNotification(event, this.topic, Date.now(), expiresAtMs);
     const id = notification.id;
     this.pending.set(id, undefined);
@@ -204,17 +259,15 @@ export class ApnsProvider implements PushProvider {
       timer = setTimeout(() => resolve('gave-up'), this.giveUpMs);
     });
     try {
-      for (let attempt = 1; ; attempt += 1) {
-        const result = await Promise.race([this.provider.send(notification, event.token), giveUp]);
-        if (result === 'gave-up') return { kind: 'retry', reason: 'network: no answer', throttled: false };
-        const ok = result.sent[0] as (apn.ResponseSent & { 'apns-id'?: string }) | undefined;
-        if (ok) return { kind: 'delivered', messageId: ok['apns-id'] ?? id, httpStatus: 200 };
-        const failure = describeApnsFailure(result.failed[0], this.pending.get(id));
-        if (failure.transportError === REFUSED_STREAM && attempt < MAX_REFUSED_RESENDS + 1) continue;
-        const outcome = classifyApnsFailure(failure);
-        if (outcome.kind === 'retry' && outcome.scope === 'credentials') this.sharedToken?.refused();
-        return scrub(outcome, event.token);
-      }
+      const result = await Promise.race([this.provider.send(notification, event.token), giveUp]);
+      if (result === 'gave-up') return { kind: 'retry', reason: 'network: no answer', throttled: false };
+      const ok = result.sent[0] as (apn.ResponseSent & { 'apns-id'?: string }) | undefined;
+      if (ok) return { kind: 'delivered', messageId: ok['apns-id'] ?? id, httpStatus: 200 };
+      const failure = describeApnsFailure(result.failed[0], this.pending.get(id));
+      if (failure.transportError === REFUSED_STREAM && mayResend) return 'refused';
+      const outcome = classifyApnsFailure(failure);
+      if (outcome.kind === 'retry' && outcome.scope === 'credentials') this.sharedToken?.refused();
+      return scrub(outcome, event.token);
     } catch (error) {
       return scrub(classifyApnsFailure(describeApnsFailure({ error })), event.token);
     } finally {

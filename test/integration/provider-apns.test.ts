@@ -12,6 +12,7 @@ import {
 } from '../../src/providers/index.ts';
 import { createRedis, redisNodeAddresses } from '../../src/redis/client.ts';
 import { type ApnsSimulator, startApnsSimulator } from '../../src/simulators/index.ts';
+import { startStreamLimitServer } from '../helpers/apns-stream-limit-server.ts';
 import {
   apnsFromSettings,
   bulkyData,
@@ -353,6 +354,29 @@ describe('APNs provider (@parse/node-apn) against the APNs simulator', () => {
     const token = 'secret-token-value';
     const outcomes = await apns.send([apnsPush({ token })]);
     expect(JSON.stringify(outcomes)).not.toContain(token);
+  });
+});
+
+describe('APNs provider against a server allowing fewer streams than its concurrency', () => {
+  it('sends at most the streams the server allows, so no push times out waiting inside the session', async () => {
+    // 32 pushes, two streams at a time, each answered after 100 ms: pushes queued inside the HTTP/2
+    // session would wait up to 1.6 s there while their 1 s request timeout runs.
+    const server = await startStreamLimitServer({ maxConcurrentStreams: 2, answerAfterMs: 100 });
+    const files = tempFiles();
+    const provider = apnsFromSettings(
+      { APNS_ENDPOINT: server.url, APNS_CA_FILE: files.write('limit.pem', server.caPem) },
+      { maxInFlight: 32, apnsRequestTimeoutMs: 1000 },
+    );
+    try {
+      await provider.warmUp?.();
+      const outcomes = await provider.send(Array.from({ length: 32 }, () => apnsPush()));
+      expect(outcomes.map((outcome) => outcome.kind)).toEqual(Array(32).fill('delivered'));
+      expect(server.stats()).toEqual({ answered: 32, peakOpenStreams: 2 });
+    } finally {
+      await provider.close();
+      await server.close();
+      files.cleanup();
+    }
   });
 });
 

@@ -164,6 +164,41 @@ describe('ConcurrencyLimit', () => {
     await expect(limit.run(async () => 'next')).resolves.toBe('next');
   });
 
+  it('takes a new bound: a higher one starts waiting tasks at once, a lower one starts none until under it', async () => {
+    const limit = new ConcurrencyLimit(4);
+    let running = 0;
+    const started: number[] = [];
+    const finish: Array<() => void> = [];
+    const tasks = Array.from({ length: 8 }, (_, i) =>
+      limit.run(async () => {
+        running += 1;
+        started.push(i);
+        await new Promise<void>((resolve) => finish.push(resolve));
+        running -= 1;
+      }),
+    );
+    await Promise.resolve();
+    expect(running).toBe(4);
+    limit.resize(1);
+    for (const done of finish.splice(0, 3)) done();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(running).toBe(1); // three finished, none started: one still runs, the bound
+    finish.splice(0, 1)[0]?.();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(running).toBe(1);
+    expect(started).toEqual([0, 1, 2, 3, 4]);
+    limit.resize(3);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(started).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    while (finish.length > 0) {
+      for (const done of finish.splice(0)) done();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await Promise.all(tasks);
+    expect(limit.inFlight).toBe(0);
+    expect(() => limit.resize(0)).toThrow(RangeError);
+  });
+
   it('bounds concurrent callers together', async () => {
     const limit = new ConcurrencyLimit(2);
     let running = 0;
