@@ -256,7 +256,7 @@ export const configSchema = z.object({
   AQUEDUCT_ACQUIRE_CHUNK: numberSetting(positiveInt)
     .optional()
     .describe(
-      "When throttled, wait until at least this many tokens can be had (per provider bucket) rather than one at a time: bigger chunks mean fewer Redis calls, smaller ones a smoother stream. Default: a quarter second's worth of the provider rate, at least 200, at most a tenth of the burst (at least 1).",
+      "When throttled, wait until at least this many tokens can be had (per provider bucket) rather than one at a time: bigger chunks mean fewer Redis calls, smaller ones a smoother stream. Default: a quarter second's worth of the provider rate, at least 200, at most a quarter of the burst (at least 1).",
     ),
 
   AQUEDUCT_SEND_CONCURRENCY: numberSetting(positiveInt)

@@ -52,9 +52,9 @@ export function poolPlan(provider: PoolBucket, tenant: string | undefined, polic
 
 /**
  * Tokens a throttled pool waits for before it asks again: the configured chunk, else a quarter second
- * of the provider's rate but never under 200 tokens, and never over a tenth of the smallest bucket's
+ * of the provider's rate but never under 200 tokens, and never over a quarter of the smallest bucket's
  * capacity (at least 1). Throttled processes tend to wake together and split one refill, so each call
- * gets about chunk ÷ processes: a large chunk keeps Redis near a call per hundred pushes. The tenth: a
+ * gets about chunk ÷ processes: a large chunk keeps Redis near a call per hundred pushes. The quarter: a
  * throttled pool's turn comes when its chunk has refilled, and is taken only once its partition has
  * been woken and fetched again; the bucket goes on refilling meanwhile only while it has room, so a
  * chunk near the whole capacity loses the refill of that lateness at every turn, a large share of the
@@ -63,7 +63,7 @@ export function poolPlan(provider: PoolBucket, tenant: string | undefined, polic
 export function acquireChunk(providerRate: number, smallestCapacity: number, configured?: number): number {
   if (configured !== undefined) return configured;
   const byRate = Math.max(200, Math.ceil(providerRate / 4));
-  return Math.max(1, Math.min(byRate, Math.floor(smallestCapacity / 10)));
+  return Math.max(1, Math.min(byRate, Math.floor(smallestCapacity / 4)));
 }
 
 /**

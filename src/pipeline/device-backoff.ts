@@ -12,9 +12,10 @@ export const MAX_PER_DEVICE_PER_STEP = 8;
 /**
  * Longest a paced device's due send waits for its bucket group's tokens when the process's pool is dry
  * (see Sender.sendMetered). A throttled pool's dry spell is the time its chunk takes to refill (a
- * quarter second of the rate, at least 200 tokens' worth, at most a tenth of the burst: see acquireChunk), shared with the other
- * processes; the wait ends with it, when the partitions waiting for the pool are woken anyway. A longer
- * one (a fleet-wide block) is not waited for: the send gives its slot back (DeviceBackoff.unsent).
+ * quarter second of the rate, at least 200 tokens' worth, at most a quarter of the burst: see
+ * acquireChunk), shared with the other processes; the wait ends with it, when the partitions waiting
+ * for the pool are woken anyway. A longer one (a fleet-wide block) is not waited for: the send gives
+ * its slot back (DeviceBackoff.unsent).
  */
 export const PACED_SEND_WAIT_MS = 1000;
 

@@ -7,7 +7,7 @@ describe('pool policy', () => {
   it('draws from the provider bucket alone while tenants are not capped, whatever the tenant', () => {
     const policy = { sendConcurrency: 64 };
     expect(poolKey('fcm', 'acme', policy)).toBe('fcm');
-    expect(poolPlan(fcm, 'acme', policy)).toEqual({ key: 'fcm', buckets: [fcm], chunk: 150, window: 100 });
+    expect(poolPlan(fcm, 'acme', policy)).toEqual({ key: 'fcm', buckets: [fcm], chunk: 250, window: 100 });
     expect(poolPlan(fcm, undefined, policy).key).toBe('fcm');
   });
 
@@ -30,17 +30,18 @@ describe('pool policy', () => {
     expect(poolPlan(fcm, 'acme', { sendConcurrency: 64, acquireChunk: 16, tenantRate: 5 }).chunk).toBe(16);
   });
 
-  it('keeps the default chunk to a tenth of the smallest capacity, at least 1: a turn then has room to come late', () => {
+  it('keeps the default chunk to a quarter of the smallest capacity, at least 1: a turn then has room to come late', () => {
     expect(acquireChunk(800, 2000)).toBe(200);
-    expect(acquireChunk(100, 20)).toBe(2);
-    expect(acquireChunk(200, 200)).toBe(20);
+    expect(acquireChunk(1000, 800)).toBe(200);
+    expect(acquireChunk(100, 20)).toBe(5);
+    expect(acquireChunk(200, 200)).toBe(50);
     expect(acquireChunk(30, 5)).toBe(1);
     expect(acquireChunk(30, 5, 5)).toBe(5);
     expect(
       poolPlan({ name: 'apns', rate: 100, capacity: 20 }, undefined, { sendConcurrency: 64 }).chunk,
-    ).toBe(2);
+    ).toBe(5);
     // A capped tenant's bucket is the smallest one.
-    expect(poolPlan(fcm, 'acme', { sendConcurrency: 64, tenantRate: 50 }).chunk).toBe(5);
+    expect(poolPlan(fcm, 'acme', { sendConcurrency: 64, tenantRate: 50 }).chunk).toBe(12);
   });
 
   it('sizes the window from the send concurrency, or a tenth of a second of the provider rate when more', () => {
