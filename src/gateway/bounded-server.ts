@@ -1,7 +1,8 @@
-import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { boundPipelining, DEFAULT_PIPELINING } from './pipelining.ts';
 
 /** What bounds a client's hold on the server: every timeout in milliseconds. */
 export interface ConnectionLimits {
@@ -34,8 +35,8 @@ export interface BoundedServerOptions {
    * Told the status of every request refused before it reaches a route: broken framing (400), a missed
    * deadline (408), a request line (414) or headers (431) too large, a missing, repeated or invalid Host or a repeated
    * Content-Type (400), an unsupported transfer coding or method (501) or HTTP version (505), an
-   * expectation other than 100-continue (417), CONNECT (405), or a request that arrives while the app
-   * closes (503).
+   * expectation other than 100-continue (417), CONNECT (405), too many pipelined requests waiting
+   * (429, see boundPipelining), or a request that arrives while the app closes (503).
    */
   onRefused?: (status: number) => void;
 }
@@ -77,15 +78,25 @@ export function boundedFastify(
         if (status !== undefined) onRefused(status);
       });
     },
-    http: {
-      // Node would answer a missing Host with an empty 400; the hook below answers it in the API's shape.
-      requireHostHeader: false,
-      headersTimeout: l.headersTimeoutMs,
-      requestTimeout: l.requestTimeoutMs,
-      connectionsCheckingInterval: Math.max(
-        50,
-        Math.min(1000, Math.floor(Math.min(l.headersTimeoutMs, l.requestTimeoutMs) / 4)),
-      ),
+    // fastify hands every request Node parses to its handler at once; this server hands it a
+    // connection's pipelined requests a few at a time (see boundPipelining).
+    serverFactory: (handler) => {
+      const server = createServer(
+        {
+          // Node would answer a missing Host with an empty 400; the hook below answers it in the API's shape.
+          requireHostHeader: false,
+          headersTimeout: l.headersTimeoutMs,
+          requestTimeout: l.requestTimeoutMs,
+          connectionsCheckingInterval: Math.max(
+            50,
+            Math.min(1000, Math.floor(Math.min(l.headersTimeoutMs, l.requestTimeoutMs) / 4)),
+          ),
+        },
+        boundPipelining(handler, DEFAULT_PIPELINING, onRefused),
+      );
+      server.keepAliveTimeout = l.keepAliveTimeoutMs;
+      server.setTimeout(l.connectionTimeoutMs);
+      return server;
     },
   });
   app.server.maxConnections = l.maxConnections;

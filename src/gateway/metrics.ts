@@ -17,7 +17,7 @@ export class GatewayMetrics {
   /** Requests refused before they reached a route (see `BoundedServerOptions.onRefused`). */
   readonly protocolRefusals = new Counter({
     name: 'aqueduct_gateway_protocol_refusals_total',
-    help: 'Requests refused before reaching the API (broken framing, missed deadline, oversized headers, unsupported version, coding or expectation, CONNECT, arriving while the gateway shuts down), by HTTP status.',
+    help: 'Requests refused before reaching the API (broken framing, missed deadline, oversized headers, unsupported version, coding or expectation, CONNECT, too many pipelined, arriving while the gateway shuts down), by HTTP status.',
     labelNames: ['status'] as const,
     registers: [this.registry],
   });

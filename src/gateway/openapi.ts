@@ -67,6 +67,8 @@ function errorTypes(options: OpenApiOptions) {
     '429': {
       throttled:
         'the tenant is above its admission limit (every request costs one unit before its body is read, invalid ones included); retry after `Retry-After` seconds.',
+      'too-many-pipelined':
+        'more than 256 requests pipelined on one connection are waiting for their answers: those before it are answered, those after it are not read, and the connection is closed. Read the answers before sending more.',
     },
     '431': {
       'headers-too-large':
@@ -202,10 +204,14 @@ export function openApiDocument(options: OpenApiOptions): Json {
             }),
             '417': problem('417', 'An expectation this API does not meet; the connection is closed.'),
             '414': problem('414', 'The request target is too long; the connection is closed.'),
-            '429': problem('429', 'The tenant is above its admission limit.', {
-              ...rateLimitHeaders,
-              'Retry-After': { $ref: '#/components/headers/Retry-After' },
-            }),
+            '429': problem(
+              '429',
+              'The tenant is above its admission limit, or the connection has too many requests waiting.',
+              {
+                ...rateLimitHeaders,
+                'Retry-After': { $ref: '#/components/headers/Retry-After' },
+              },
+            ),
             '431': problem('431', 'The request headers are too large; the connection is closed.'),
             '500': problem('500', 'A fault of the gateway; it is logged.', rateLimitHeaders),
             '501': problem('501', 'A transfer coding the gateway does not decode; the connection is closed.'),

@@ -1,6 +1,6 @@
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { boundedFastify, closeGently } from '../../src/gateway/bounded-server.ts';
 
 describe('bounded server: shutting down', () => {
@@ -40,5 +40,60 @@ describe('bounded server: shutting down', () => {
     expect(answers[1]?.toLowerCase()).toContain('retry-after: 1');
     expect(JSON.parse(answers[1]?.split('\r\n\r\n')[1] ?? '')).toMatchObject({ error: 'shutting-down' });
     expect(refused).toEqual([503]);
+  });
+});
+
+describe('bounded server: pipelining', () => {
+  it('works on a few pipelined requests of a connection at a time, answers them in order, and refuses those beyond what may wait with 429 before closing', async () => {
+    const refused: number[] = [];
+    const app = boundedFastify({}, { onRefused: (status) => refused.push(status) });
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let inApp = 0;
+    let mostInApp = 0;
+    let handled = 0;
+    app.get('/held/:n', async (request) => {
+      inApp += 1;
+      handled += 1;
+      mostInApp = Math.max(mostInApp, inApp);
+      await held;
+      inApp -= 1;
+      return { n: Number((request.params as { n: string }).n) };
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = app.server.address() as { port: number };
+    try {
+      const socket = connect(port, '127.0.0.1');
+      let received = '';
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.toString('utf8');
+      });
+      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+      // 300 requests in one write: Node parses all that one read brings in at once.
+      socket.write(
+        Array.from({ length: 300 }, (_, n) => `GET /held/${n} HTTP/1.1\r\nHost: x\r\n\r\n`).join(''),
+      );
+      await vi.waitFor(() => expect(handled).toBe(8));
+      release();
+      await closed;
+
+      expect(mostInApp).toBe(8);
+      const answers = received.split(/(?=HTTP\/1\.1 \d{3} )/);
+      expect(answers).toHaveLength(257);
+      expect(answers.slice(0, 256).map((answer) => JSON.parse(answer.split('\r\n\r\n')[1] ?? ''))).toEqual(
+        Array.from({ length: 256 }, (_, n) => ({ n })),
+      );
+      const last = answers[256] ?? '';
+      expect(last.slice(0, 12)).toBe('HTTP/1.1 429');
+      expect(last.toLowerCase()).toContain('connection: close');
+      expect(JSON.parse(last.split('\r\n\r\n')[1] ?? '')).toMatchObject({ error: 'too-many-pipelined' });
+      expect(handled).toBe(256);
+      expect(refused).toEqual([429]);
+    } finally {
+      release();
+      await app.close();
+    }
   });
 });
