@@ -78,6 +78,18 @@ export function boundedFastify(
         if (status !== undefined) onRefused(status);
       });
     },
+    // fastify's own answer to a target it cannot decode (`/v1/notifications%zz`) is in its shape, not
+    // the API's, and quotes the target back.
+    frameworkErrors: (error, _request, reply) => {
+      if (error.code === 'FST_ERR_BAD_URL') {
+        return refuse(reply, 400, {
+          error: 'bad-request',
+          message:
+            'the request target is not a valid path: a "%" must be followed by two hex digits (RFC 3986 §2.1)',
+        });
+      }
+      return refuse(reply, 500, { error: 'internal', message: 'internal error' });
+    },
     // fastify hands every request Node parses to its handler at once; this server hands it a
     // connection's pipelined requests a few at a time (see boundPipelining).
     serverFactory: (handler) => {

@@ -29,6 +29,11 @@ describe("gateway: the admin port's routes", () => {
       }
       const elsewhere = await admin.inject({ method: 'POST', url: '/v1/notifications' });
       expect([elsewhere.statusCode, elsewhere.json().error]).toEqual([404, 'not-found']);
+      // A target fastify cannot decode is answered in the same shape, without quoting it.
+      const undecodable = await admin.inject({ method: 'GET', url: '/healthz%zz' });
+      expect(undecodable.statusCode).toBe(400);
+      expect(undecodable.json()).toMatchObject({ error: 'bad-request' });
+      expect(undecodable.body).not.toContain('%zz');
     } finally {
       await admin.close();
     }
