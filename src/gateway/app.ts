@@ -75,7 +75,7 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
   // request's admission unit are checked (Node would say "continue" to everyone at once): a refused
   // caller's body never crosses the network.
   app.server.on('checkContinue', (request, response) => app.server.emit('request', request, response));
-  const bodyRefusals = bodyRefusalAnswers(options.maxBodyBytes);
+  const bodyRefusals = bodyRefusalAnswers(options.maxBodyBytes, options.retryAfterSeconds);
   const tenants = new WeakMap<FastifyRequest, string>();
   const started = new WeakMap<FastifyRequest, bigint>();
 
@@ -383,13 +383,13 @@ function throttledBody(tenant: string, limit: TenantLimit, retryAfterSeconds: nu
 
 /** A refusal of a request's body: its status, its answer and any field the answer adds. */
 interface BodyRefusal {
-  status: 400 | 413 | 415;
+  status: 400 | 413 | 415 | 503;
   body: ErrorBody;
   headers?: Record<string, string>;
 }
 
 /** The answer to each error reading a body may end in, by the error's code. */
-function bodyRefusalAnswers(maxBodyBytes: number): Map<string, BodyRefusal> {
+function bodyRefusalAnswers(maxBodyBytes: number, retryAfterSeconds: number): Map<string, BodyRefusal> {
   return new Map(
     Object.entries<BodyRefusal>({
       FST_ERR_CTP_BODY_TOO_LARGE: {
@@ -427,6 +427,16 @@ function bodyRefusalAnswers(maxBodyBytes: number): Map<string, BodyRefusal> {
         },
         // The rest of the body is left unread.
         headers: { connection: 'close' },
+      },
+      [BODY_ERRORS.noMemory]: {
+        status: 503,
+        body: {
+          error: 'unavailable',
+          message:
+            'the gateway is reading as many large bodies as it may hold at once; nothing was accepted. Retry after Retry-After',
+        },
+        // The rest of the body is left unread.
+        headers: { 'retry-after': String(retryAfterSeconds), connection: 'close' },
       },
       [BODY_ERRORS.notUtf8]: {
         status: 400,

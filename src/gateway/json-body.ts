@@ -1,4 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
+import { EVENT_LIMITS } from '../events/event.ts';
+import { BodyMemory } from './body-memory.ts';
 
 /**
  * How the gateway reads a body: JSON in UTF-8 (RFC 8259 §8.1: JSON exchanged between systems is UTF-8),
@@ -19,7 +21,12 @@ export const BODY_ERRORS = {
   unsupportedEncoding: 'AQUEDUCT_UNSUPPORTED_CONTENT_ENCODING',
   /** A body that arrived in more pieces than its size allows (see readBody). */
   tooFragmented: 'AQUEDUCT_BODY_TOO_FRAGMENTED',
+  /** The bodies being read hold all the memory they may (see BodyMemory). */
+  noMemory: 'AQUEDUCT_BODY_MEMORY_FULL',
 } as const;
+
+/** How many bodies of the largest size may be read at once (beyond each one's first event's worth). */
+export const BODIES_READ_AT_ONCE = 64;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
@@ -31,15 +38,17 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  */
 export function acceptUtf8Json(app: FastifyInstance): void {
   const secureParse = app.getDefaultJsonParser('error', 'error');
+  const appLimit = app.initialConfig.bodyLimit ?? 1_048_576;
+  const memory = new BodyMemory(BODIES_READ_AT_ONCE * appLimit, EVENT_LIMITS.maxMessageBytes);
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', (request, payload, done) => {
-    const limit = request.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit ?? 1_048_576;
+    const limit = request.routeOptions.bodyLimit ?? appLimit;
     // A declared length over the limit is refused before a byte is read.
     if (Number(request.headers['content-length']) > limit) {
       done(bodyError('FST_ERR_CTP_BODY_TOO_LARGE', 413, 'body too large'));
       return;
     }
-    readBody(payload, limit).then(
+    readBody(payload, limit, memory).then(
       (body) => parseBody(request, body, done),
       (error: unknown) => done(error as Error),
     );
@@ -87,15 +96,17 @@ const MIN_BODY_PIECES = 1024;
  * framing per byte of body) held a million of them, about 460 MiB for one request of 1 MiB. Here each
  * piece is copied as it comes, and a body in more than `limit / 256` pieces (at least 1024; a client
  * writing whole buffers sends a 1 MiB body in a few dozen, and TCP segments of 536 bytes make about
- * 2000) is refused: each piece costs a parser callback.
+ * 2000) is refused: each piece costs a parser callback. Bytes beyond a body's first event's worth are
+ * taken from `memory`, shared by every body being read, and a body that finds it full is refused.
  */
-function readBody(payload: NodeJS.ReadableStream, limit: number): Promise<Buffer> {
+function readBody(payload: NodeJS.ReadableStream, limit: number, memory: BodyMemory): Promise<Buffer> {
   const maxPieces = Math.max(MIN_BODY_PIECES, Math.floor(limit / 256));
   return new Promise((resolve, reject) => {
     let body = Buffer.allocUnsafe(Math.min(limit, 16 * 1024));
     let length = 0;
     let pieces = 0;
     const stop = (error?: Error) => {
+      memory.release(length);
       payload.removeListener('data', onData);
       payload.removeListener('end', onEnd);
       payload.removeListener('error', onError);
@@ -110,6 +121,10 @@ function readBody(payload: NodeJS.ReadableStream, limit: number): Promise<Buffer
       }
       if (++pieces > maxPieces) {
         stop(bodyError(BODY_ERRORS.tooFragmented, 400, `body in more than ${maxPieces} pieces`));
+        return;
+      }
+      if (!memory.take(length, piece.length)) {
+        stop(bodyError(BODY_ERRORS.noMemory, 503, 'the bodies being read hold all the memory they may'));
         return;
       }
       if (length + piece.length > body.length) {

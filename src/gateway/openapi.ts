@@ -80,7 +80,7 @@ function errorTypes(options: OpenApiOptions) {
     },
     '503': {
       unavailable:
-        "Kafka (or the limiter's Redis) could not be reached, or Kafka refused the write outright (the topic does not exist, or the gateway may not write to it); nothing was accepted.",
+        "Kafka (or the limiter's Redis) could not be reached, Kafka refused the write outright (the topic does not exist, or the gateway may not write to it), or the large bodies being read at once already hold all the memory they may (the connection is then closed); nothing was accepted.",
       'outcome-unknown':
         'the events were sent but Kafka did not acknowledge them (an error answer after retries, or none in time), so they may or may not have been written; retrying with the same event ids (listed in `ids`) is safe, an id is pushed at most once.',
       'shutting-down':

@@ -1,0 +1,56 @@
+import { connect, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { countMessages } from '../../testkit/topics.ts';
+import { sampleEvent, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
+
+// The gateway in-process on the run's real Kafka and Redis, against clients that hold its memory.
+
+const KEY = 'key-hostile-0123456789';
+const MAX_BODY_BYTES = 64 * 1024;
+
+describe('gateway against clients holding its memory', () => {
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    gw = await startTestGateway({
+      keys: { [KEY]: 'acme' },
+      env: { AQUEDUCT_GATEWAY_MAX_BODY_BYTES: String(MAX_BODY_BYTES) },
+    });
+  });
+
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it('refuses with 503 the large bodies beyond what may be read at once, and still takes a single event meanwhile', async () => {
+    // 64 bodies of the largest size may be read at once (beyond each one's first 16 KiB); 150 clients
+    // each send most of a large body and then stall.
+    const head = `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: ${MAX_BODY_BYTES}\r\n\r\n`;
+    const stalled: Array<{ socket: Socket; answer: string }> = [];
+    try {
+      for (let i = 0; i < 150; i++) {
+        const socket = connect(gw.gateway.port, '127.0.0.1');
+        const client = { socket, answer: '' };
+        socket.on('data', (chunk: Buffer) => {
+          client.answer += chunk.toString('utf8');
+        });
+        socket.on('error', () => {});
+        socket.write(`${head}{"events": [${' '.repeat(60_000)}`);
+        stalled.push(client);
+      }
+      const refused = () => stalled.filter((client) => client.answer.startsWith('HTTP/1.1 503 '));
+      // At most 64 × 64 KiB / (60 000 - 16 KiB) = 96 of them fit.
+      await vi.waitFor(() => expect(refused().length).toBeGreaterThanOrEqual(54), { timeout: 15_000 });
+      const answer = refused()[0]?.answer ?? '';
+      expect(answer.toLowerCase()).toContain('connection: close');
+      expect(answer.toLowerCase()).toContain('retry-after: 2');
+      expect(JSON.parse(answer.split('\r\n\r\n')[1] ?? '')).toMatchObject({ error: 'unavailable' });
+
+      const single = await gw.post(sampleEvent('held-1', { id: 'while-held-1' }), { key: KEY });
+      expect([single.status, single.body]).toEqual([202, { ids: ['while-held-1'] }]);
+      expect(await countMessages(gw.kafka, gw.topic)).toBe(1);
+    } finally {
+      for (const { socket } of stalled) socket.destroy();
+    }
+  });
+});
