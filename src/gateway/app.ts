@@ -453,6 +453,14 @@ function bodyRefusalAnswers(maxBodyBytes: number, retryAfterSeconds: number): Ma
             'the body holds a "__proto__" key or a "constructor" key with "prototype" in it; neither is accepted',
         },
       },
+      [BODY_ERRORS.duplicateKey]: {
+        status: 400,
+        body: {
+          error: 'invalid-body',
+          message:
+            'the body holds an object with the same key twice; parsers disagree on which one counts, so neither is accepted',
+        },
+      },
       FST_ERR_CTP_INVALID_JSON_BODY: {
         status: 400,
         body: { error: 'invalid-json', message: 'the body is not valid JSON (UTF-8 text, RFC 8259)' },

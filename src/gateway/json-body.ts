@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import { EVENT_LIMITS } from '../events/event.ts';
 import { BodyMemory } from './body-memory.ts';
+import { hasDuplicateKey } from './json-duplicates.ts';
 
 /**
  * How the gateway reads a body: JSON in UTF-8 (RFC 8259 §8.1: JSON exchanged between systems is UTF-8),
@@ -13,6 +14,8 @@ import { BodyMemory } from './body-memory.ts';
 export const BODY_ERRORS = {
   /** Valid JSON holding a `__proto__` key or a `constructor.prototype` (secure-json-parse refuses it). */
   forbiddenKey: 'AQUEDUCT_FORBIDDEN_JSON_KEY',
+  /** Valid JSON holding an object with the same key twice (see hasDuplicateKey). */
+  duplicateKey: 'AQUEDUCT_DUPLICATE_JSON_KEY',
   /** The bytes are not UTF-8. */
   notUtf8: 'AQUEDUCT_BODY_NOT_UTF8',
   /** `Content-Type: application/json; charset=…` naming another charset. */
@@ -80,6 +83,10 @@ export function acceptUtf8Json(app: FastifyInstance): void {
     secureParse(request, text, (error, value) => {
       if ((error as FastifyError | null)?.code === 'FST_ERR_CTP_INVALID_JSON_BODY' && isJson(text)) {
         done(bodyError(BODY_ERRORS.forbiddenKey, 400, 'forbidden key in the JSON body'));
+        return;
+      }
+      if (!error && hasDuplicateKey(text)) {
+        done(bodyError(BODY_ERRORS.duplicateKey, 400, 'a key twice in one object of the JSON body'));
         return;
       }
       done(error, value);

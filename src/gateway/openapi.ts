@@ -21,7 +21,7 @@ function errorTypes(options: OpenApiOptions) {
     '400': {
       'invalid-json': 'the body is not JSON, or not UTF-8 (never read with replacement characters).',
       'invalid-body':
-        'the body is empty, is neither one event nor a batch `{"events": [...]}` of at least one event, or holds a `__proto__` key or a `constructor` key holding `prototype` (JSON that could poison prototypes).',
+        'the body is empty, is neither one event nor a batch `{"events": [...]}` of at least one event, holds a `__proto__` key or a `constructor` key holding `prototype` (JSON that could poison prototypes), or holds an object with the same key twice (parsers disagree on which one counts).',
       'invalid-event':
         'an event breaks the contract; `message` names the field: `events[2].token: Too small: expected string to have >=1 characters`.',
       'duplicate-id': 'two events of the request have one id.',

@@ -122,3 +122,41 @@ describe('gateway: credentials', () => {
     expect(credentialFieldLines(['Host', 'x'])).toBe(0);
   });
 });
+
+describe('gateway: an object with a key twice', () => {
+  it('is refused, whichever object holds it and however the key is spelled', async () => {
+    const app = await echoApp();
+    const duplicated = [
+      '{"tenant":"other","tenant":"acme"}',
+      '{"events":[],"events":[{"a":1}]}',
+      '{"events":[{"id":"a"},{"id":"b","id":"c"}]}',
+      '{"data":{"k":"1","\\u006b":"2"}}',
+      '{"a":{"x":1},"b":[{"y":2,"z":{"q":[1,{"r":1,"r":2}]}}]}',
+    ];
+    for (const payload of duplicated) {
+      const answer = await app.inject({
+        method: 'POST',
+        url: '/',
+        headers: { 'content-type': 'application/json' },
+        payload,
+      });
+      expect([answer.statusCode, answer.json()], payload).toEqual([400, { code: BODY_ERRORS.duplicateKey }]);
+    }
+    // The same key in different objects, or a value equal to a key, is no duplicate.
+    const distinct = [
+      '{"a":{"a":{"a":"a"}},"b":["a","a",{"a":1}],"c":[{"a":1},{"a":2}]}',
+      '{"k\\"":"k","k":"k\\""}',
+      '{"x":"{\\"y\\":1,\\"y\\":2}"}',
+    ];
+    for (const payload of distinct) {
+      const answer = await app.inject({
+        method: 'POST',
+        url: '/',
+        headers: { 'content-type': 'application/json' },
+        payload,
+      });
+      expect([answer.statusCode, answer.json()], payload).toEqual([200, { parsed: JSON.parse(payload) }]);
+    }
+    await app.close();
+  });
+});
