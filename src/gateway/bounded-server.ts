@@ -424,7 +424,14 @@ function answerClientError(
         ? overflowedInRequestLine(error, socket)
           ? // RFC 9110 §15.5.15: a target longer than the server will read is a 414, not a header fault.
             [414, { error: 'uri-too-long', message: 'the request line is longer than 16 KiB' }]
-          : [431, { error: 'headers-too-large', message: 'the request headers are larger than 16 KiB' }]
+          : [
+              431,
+              {
+                error: 'headers-too-large',
+                // Node refuses either with the same error.
+                message: 'the request headers are larger than 16 KiB, or more than 1000 fields',
+              },
+            ]
         : error.code === 'HPE_PAUSED_H2_UPGRADE' || isOtherMajorVersion(requestLineMajorVersion(error))
           ? // The HTTP/2 preface (`PRI * HTTP/2.0`), `HTTP/3.0`: whatever else the parser disliked.
             [505, HTTP_VERSION_NOT_SUPPORTED]

@@ -72,7 +72,7 @@ function errorTypes(options: OpenApiOptions) {
     },
     '431': {
       'headers-too-large':
-        'the request headers are larger than 16 KiB; answered before any route, and the connection is closed.',
+        'the request headers are larger than 16 KiB (names and values), or more than 1000 fields; answered before any route, and the connection is closed.',
     },
     '500': { internal: 'a fault of the gateway, which it logs.' },
     '501': {
