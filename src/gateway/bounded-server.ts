@@ -14,7 +14,10 @@ export interface ConnectionLimits {
   keepAliveTimeoutMs: number;
   /** A connection with no traffic at all is closed after this time. */
   connectionTimeoutMs: number;
-  /** Most open connections; further ones are closed at once. */
+  /**
+   * Most open connections; a further one takes the place of the oldest that holds no request received
+   * whole, or is closed at once when all of them do.
+   */
   maxConnections: number;
 }
 
@@ -111,7 +114,6 @@ export function boundedFastify(
       return server;
     },
   });
-  app.server.maxConnections = l.maxConnections;
   // A client may send its requests and then half-close its side (FIN) while it waits for the answers.
   // Node's default drops what it has not yet answered at that FIN; with this set it answers them and
   // closes after the last (requests cut short by the FIN are still refused as broken framing).
@@ -219,7 +221,20 @@ export function boundedFastify(
     });
   });
   const sockets = new Set<Duplex>();
+  // At the cap, a new connection takes the place of the oldest one that holds no request received
+  // whole: a client that connects and sends nothing (held for the connection timeout), one that sends
+  // its headers a byte at a time, or an idle kept-alive one would otherwise shut every new client out
+  // for as long as it pleases. Only when every connection holds work is the new one closed.
   app.server.on('connection', (socket: Duplex) => {
+    if (sockets.size >= l.maxConnections) {
+      const idle = oldestWithoutWork(sockets);
+      if (idle === undefined) {
+        socket.destroy();
+        return;
+      }
+      idle.destroy();
+      sockets.delete(idle);
+    }
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
   });
@@ -259,6 +274,12 @@ export async function closeGently(app: FastifyInstance, everyMs = 100): Promise<
   } finally {
     clearInterval(timer);
   }
+}
+
+/** The connection open longest (sets keep their order) that holds no work, if any. */
+function oldestWithoutWork(sockets: Set<Duplex>): Duplex | undefined {
+  for (const socket of sockets) if (!holdsWork(socket)) return socket;
+  return undefined;
 }
 
 /** True when a connection has a request received whole whose answer is not yet written. */

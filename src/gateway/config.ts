@@ -149,7 +149,9 @@ export const gatewayConfigSchema = configSchema
       .describe('A connection on which nothing is sent or received for this long is closed.'),
     AQUEDUCT_GATEWAY_MAX_CONNECTIONS: numberSetting(positiveInt)
       .default(4096)
-      .describe('Most open connections to the API port; further ones are closed at once.'),
+      .describe(
+        'Most open connections to the API port; a further one takes the place of the oldest holding no request received whole (idle, or still sending its request), or is closed at once when every one holds one.',
+      ),
     AQUEDUCT_GATEWAY_API_KEYS: jsonObject(apiKeyMap)
       .optional()
       .describe(

@@ -97,3 +97,62 @@ describe('bounded server: pipelining', () => {
     }
   });
 });
+
+describe('bounded server: the connection cap', () => {
+  it('makes room for a new client by closing the oldest connection that holds no request, never one that does', async () => {
+    const app = boundedFastify({ maxConnections: 4 });
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    app.get('/held', async () => {
+      await held;
+      return { held: true };
+    });
+    app.get('/fast', async () => ({ fast: true }));
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = app.server.address() as { port: number };
+    const open = (first?: string) => {
+      const socket = connect(port, '127.0.0.1');
+      const client = { socket, received: '', closed: false };
+      socket.on('data', (chunk: Buffer) => {
+        client.received += chunk.toString('utf8');
+      });
+      socket.on('error', () => {});
+      socket.on('close', () => {
+        client.closed = true;
+      });
+      if (first !== undefined) socket.write(first);
+      return client;
+    };
+    const clients: Array<ReturnType<typeof open>> = [];
+    try {
+      // One connection waits for its answer; three send nothing, or their headers only in part.
+      const busy = open('GET /held HTTP/1.1\r\nHost: x\r\n\r\n');
+      clients.push(busy);
+      const silent = [open(), open('GET /fast HTTP/1.1\r\nHo'), open()];
+      clients.push(...silent);
+      await vi.waitFor(async () => {
+        const count = await new Promise<number>((resolve, reject) =>
+          app.server.getConnections((error, n) => (error ? reject(error) : resolve(n))),
+        );
+        expect(count).toBe(4);
+      });
+      // Two new clients (kept alive): each is served, in the place of the oldest connection without work.
+      for (const n of [0, 1]) {
+        const client = open('GET /fast HTTP/1.1\r\nHost: x\r\n\r\n');
+        clients.push(client);
+        await vi.waitFor(() => expect(client.received).toContain('{"fast":true}'));
+        await vi.waitFor(() => expect(silent[n]?.closed).toBe(true));
+      }
+      expect(silent[2]?.closed).toBe(false);
+      expect(busy.closed).toBe(false);
+      release();
+      await vi.waitFor(() => expect(busy.received).toContain('{"held":true}'));
+    } finally {
+      release();
+      for (const { socket } of clients) socket.destroy();
+      await app.close();
+    }
+  });
+});
