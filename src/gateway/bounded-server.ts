@@ -1,8 +1,16 @@
-import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
-import { Socket } from 'node:net';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { answerAndClose, answerClientError } from './client-errors.ts';
 import { boundPipelining, DEFAULT_PIPELINING } from './pipelining.ts';
+import {
+  EXPECTATION_FAILED,
+  endsChunked,
+  expectations,
+  framingProblem,
+  HTTP_VERSION_NOT_SUPPORTED,
+  unsupportedTransferCoding,
+} from './request-framing.ts';
 
 /** What bounds a client's hold on the server: every timeout in milliseconds. */
 export interface ConnectionLimits {
@@ -290,99 +298,6 @@ function holdsWork(socket: Duplex): boolean {
   return false;
 }
 
-/**
- * The first coding other than `chunked` in a Transfer-Encoding field, if any (empty list elements are
- * ignored, RFC 9110 §5.6.1); named only when it is a short token, so an answer never echoes odd bytes.
- */
-function unsupportedTransferCoding(field: string | undefined): string | undefined {
-  if (field === undefined) return undefined;
-  for (const coding of field.split(',')) {
-    const name = coding.trim().toLowerCase();
-    if (name === '' || name === 'chunked') continue;
-    return /^[a-z0-9!#$%&'*+.^_`|~-]{1,32}$/.test(name) ? name : '(unnamed)';
-  }
-  return undefined;
-}
-
-/** The answer to a request in another major version of HTTP. */
-const HTTP_VERSION_NOT_SUPPORTED = {
-  error: 'http-version-not-supported',
-  message: 'this API speaks HTTP/1.1 (and 1.0) only',
-};
-
-/** The answer to an expectation other than 100-continue. */
-const EXPECTATION_FAILED = {
-  error: 'expectation-failed',
-  message: 'the only expectation this API meets is "Expect: 100-continue"',
-};
-
-/**
- * Whether the client waits for `100 Continue` before it sends its body: an HTTP/1.1 request whose
- * Expect field (checked by `boundedFastify` to hold 100-continue alone) is there. An HTTP/1.0 client
- * must not be sent a 1xx answer (RFC 9110 §15.2), and its Expect is ignored (§10.1.1).
- */
-export function expectsContinue(request: IncomingMessage): boolean {
-  return request.httpVersion === '1.1' && expectations(request.headers.expect ?? '').length > 0;
-}
-
-/** The members of an Expect field, lower-case, without the empty list elements (RFC 9110 §5.6.1). */
-function expectations(field: string): string[] {
-  return field
-    .split(',')
-    .map((member) => member.trim().toLowerCase())
-    .filter((member) => member !== '');
-}
-
-/** Whether a Transfer-Encoding field's last coding (empty list elements ignored) is chunked. */
-function endsChunked(field: string): boolean {
-  const codings = field
-    .split(',')
-    .map((coding) => coding.trim().toLowerCase())
-    .filter((coding) => coding !== '');
-  return codings.at(-1) === 'chunked';
-}
-
-/**
- * A request's framing fault among those Node lets through, in words for the client, or undefined:
- * - a missing Host in HTTP/1.1, more than one Host field, or one whose value is not `host[:port]`
- *   (RFC 9112 §3.2: "A server MUST respond with a 400 (Bad Request) status code to any HTTP/1.1 request
- *   message that lacks a Host header field and to any request message that contains more than one Host
- *   header field line or a Host header field with an invalid field value");
- * - more than one Content-Type field: Node reads the first where a proxy in front may read the last;
- * - an HTTP/1.0 request with Transfer-Encoding (RFC 9112 §6.1: its framing is faulty, and a recipient
- *   that ignores the field would split the bytes into other requests).
- */
-function framingProblem(request: IncomingMessage): string | undefined {
-  const hosts = fieldLines(request.rawHeaders, 'host');
-  if (hosts.length === 0 && request.httpVersion === '1.1')
-    return 'an HTTP/1.1 request needs a Host header field (RFC 9112 §3.2)';
-  if (hosts.length > 1) return 'more than one Host header field (RFC 9112 §3.2)';
-  if (hosts.length === 1 && !HOST_VALUE.test(hosts[0] ?? ''))
-    return 'the Host header field is not host[:port] (RFC 9112 §3.2)';
-  if (fieldLines(request.rawHeaders, 'content-type').length > 1)
-    return 'more than one Content-Type header field (RFC 9110 §8.3)';
-  if (request.httpVersion === '1.0' && request.headers['transfer-encoding'] !== undefined)
-    return 'an HTTP/1.0 request cannot use Transfer-Encoding (RFC 9112 §6.1): send Content-Length';
-  // RFC 9112 §3.2: a request target has no fragment, and `*` is OPTIONS' alone.
-  if (request.url?.includes('#')) return 'a request target cannot hold a fragment (#) (RFC 9112 §3.2)';
-  if (request.url === '*' && request.method !== 'OPTIONS')
-    return 'the request target * is for OPTIONS only (RFC 9112 §3.2.4)';
-  return undefined;
-}
-
-/** RFC 3986 `uri-host [":" port]`, as a Host field holds it (empty is allowed, RFC 9112 §3.2). */
-const HOST_VALUE =
-  /^(?:\[[0-9A-Fa-f:.]+\]|\[v[0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(?::[0-9]*)?$/;
-
-/** The values of every line of one header field, by its lower-case name, in `rawHeaders`. */
-function fieldLines(rawHeaders: string[], name: string): string[] {
-  const values: string[] = [];
-  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]?.toLowerCase() === name) values.push(rawHeaders[i + 1] ?? '');
-  }
-  return values;
-}
-
 /** Apps that are closing: their requests are answered 503 (see `boundedFastify`). */
 const closingApps = new WeakSet<FastifyInstance>();
 /** Each app's open connections. */
@@ -417,104 +332,4 @@ function responsesInFlight(socket: Duplex, limitMs: number): Promise<void> {
       });
     }
   });
-}
-
-/**
- * What Node refuses before a request reaches a route (a deadline missed, a request line or headers over
- * Node's 16 KiB, a
- * request that is not HTTP/1.1 as RFC 9112 writes it: conflicting lengths, a bad chunk) is answered in
- * the API's own error shape, `{error, message}`, and the connection closed: a client that broke the
- * framing cannot be trusted to delimit its next request.
- */
-function answerClientError(
-  error: Error & { code?: string },
-  socket: Duplex,
-  limits: ConnectionLimits,
-): number | undefined {
-  if (error.code === 'ECONNRESET' || socket.destroyed) return undefined;
-  const [status, body] =
-    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-      ? [
-          408,
-          {
-            error: 'request-timeout',
-            message: `the request did not arrive in time (headers within ${limits.headersTimeoutMs} ms, all of it within ${limits.requestTimeoutMs} ms)`,
-          },
-        ]
-      : error.code === 'HPE_HEADER_OVERFLOW'
-        ? overflowedInRequestLine(error, socket)
-          ? // RFC 9110 §15.5.15: a target longer than the server will read is a 414, not a header fault.
-            [414, { error: 'uri-too-long', message: 'the request line is longer than 16 KiB' }]
-          : [
-              431,
-              {
-                error: 'headers-too-large',
-                // Node refuses either with the same error.
-                message: 'the request headers are larger than 16 KiB, or more than 1000 fields',
-              },
-            ]
-        : error.code === 'HPE_PAUSED_H2_UPGRADE' || isOtherMajorVersion(requestLineMajorVersion(error))
-          ? // The HTTP/2 preface (`PRI * HTTP/2.0`), `HTTP/3.0`: whatever else the parser disliked.
-            [505, HTTP_VERSION_NOT_SUPPORTED]
-          : error.code === 'HPE_INVALID_METHOD'
-            ? // RFC 9110 §9.1: a method the server does not recognize SHOULD be answered 501.
-              [501, { error: 'not-implemented', message: 'unknown request method: this API takes POST' }]
-            : [400, { error: 'bad-request', message: 'not a well-formed HTTP/1.1 request' }];
-  answerAndClose(socket, status, body, {}, error);
-  return status;
-}
-
-/**
- * Whether the parser ran out of room inside a request line (`POST /aaaa…`): the line holding the
- * failure starts with a method and a space, which no header line can (a field name ends at its colon,
- * with no space before it). A line that began in an earlier chunk cannot be told apart from the middle
- * of a header value, so unless the chunk is the connection's first, that stays a 431.
- */
-function overflowedInRequestLine(
-  error: Error & { rawPacket?: unknown; bytesParsed?: unknown },
-  socket: Duplex,
-): boolean {
-  const packet = error.rawPacket;
-  if (!Buffer.isBuffer(packet) || typeof error.bytesParsed !== 'number') return false;
-  const text = packet.toString('latin1', 0, Math.min(error.bytesParsed, packet.length));
-  const lineStart = text.lastIndexOf('\n') + 1;
-  const firstChunk = socket instanceof Socket && socket.bytesRead === packet.length;
-  if (lineStart === 0 && !firstChunk) return false;
-  return /^[!#$%&'*+.^_`|~0-9A-Za-z-]+ /.test(text.slice(lineStart));
-}
-
-function isOtherMajorVersion(major: string | undefined): boolean {
-  return major !== undefined && major !== '1';
-}
-
-/**
- * The major version named by the request line the parser failed in (`HTTP/3.0`: "3"), or undefined
- * when the line cannot be told. A minor version the parser does not know (`HTTP/1.2`) stays a 400.
- */
-function requestLineMajorVersion(error: Error & { rawPacket?: unknown; bytesParsed?: unknown }) {
-  if (!Buffer.isBuffer(error.rawPacket) || typeof error.bytesParsed !== 'number') return undefined;
-  const text = error.rawPacket.toString('latin1');
-  const start = text.lastIndexOf('\n', error.bytesParsed - 1) + 1;
-  const line = /^[^\r\n]*/.exec(text.slice(start))?.[0] ?? '';
-  return / HTTP\/(\d+)\.\d+$/.exec(line)?.[1];
-}
-
-/** Writes one answer in the API's error shape straight to the socket, then closes the connection. */
-function answerAndClose(
-  socket: Duplex,
-  status: number,
-  body: { error: string; message: string },
-  headers: Record<string, string>,
-  error?: Error,
-): void {
-  const json = JSON.stringify(body);
-  const extra = Object.entries(headers)
-    .map(([name, value]) => `${name}: ${value}\r\n`)
-    .join('');
-  if (socket.writable) {
-    socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nDate: ${new Date().toUTCString()}\r\n${extra}Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
-    );
-  }
-  socket.destroy(error);
 }
