@@ -2,35 +2,39 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
 /**
- * How much of one connection's pipelined requests the app works on. Node parses every request a read
- * brings in at once (a 64 KiB read holds thousands of small ones), hands each to the app at once, and
- * keeps reading as long as the answers are written: a client pipelining without reading its answers
- * had thousands of requests in the works per connection (hundreds of MiB, and healthy clients waiting
- * seconds for the event loop), and once the gateway stopped answering it, a queue of every request it
- * sent.
+ * How a connection's pipelined requests reach the app: one at a time, in order. Node parses every
+ * request a read brings in at once (a 64 KiB read holds thousands of small ones), hands each to the app
+ * at once, and keeps reading as long as the answers are written: a client pipelining without reading its
+ * answers had thousands of requests in the works per connection (hundreds of MiB, and healthy clients
+ * waiting seconds for the event loop). And a request behind one whose answer closes the connection (a
+ * 401, a body that could not be read) was still worked on, its events written to Kafka, though its
+ * answer was never sent: RFC 9112 §9.6 says a server closing the connection "MUST NOT process any
+ * further requests received on that connection".
  */
 export interface PipeliningLimits {
-  /** Requests of one connection handed to the app at once; the others wait their turn, in order. */
-  concurrent: number;
   /**
-   * Requests of one connection received and not yet answered (handed to the app or waiting). The one
-   * beyond is answered 429 and the connection closed after it; later ones are not served. Nothing is
-   * read from a connection while some of its requests wait, so only a single read can hold this many.
+   * Requests of one connection received and not yet answered (the one in the app and those waiting).
+   * The one beyond is answered 429 and the connection closed after it; later ones are not served.
+   * Nothing is read from a connection while some of its requests wait, so only a single read can hold
+   * this many.
    */
   pending: number;
 }
 
-/** What a pipelining client gets by default: a few at once, a few hundred waiting. */
-export const DEFAULT_PIPELINING: PipeliningLimits = { concurrent: 8, pending: 256 };
+/** What a pipelining client gets by default: a few hundred requests waiting. */
+export const DEFAULT_PIPELINING: PipeliningLimits = { pending: 256 };
 
 type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void;
 
-/** One connection's requests: how many the app has, and those waiting their turn. */
+/** One connection's requests: whether the app has one, and those waiting their turn. */
 interface Lane {
-  active: number;
+  busy: boolean;
   waiting: Array<[IncomingMessage, ServerResponse]>;
-  /** Set once a request was refused: the connection closes after its answer, nothing more is served. */
-  refused: boolean;
+  /**
+   * Set once the connection is closing (an answer said so, or a request was refused): no request
+   * received after that is served; with a refusal, those waiting before it still are.
+   */
+  over: boolean;
   /** Pauses the connection again whenever anything resumes it while the lane holds it. */
   hold: (() => void) | undefined;
 }
@@ -43,9 +47,9 @@ export const TOO_MANY_PIPELINED = {
 };
 
 /**
- * Wraps a server's request handler so that each connection has at most `limits.concurrent` requests in
- * the app and `limits.pending` received but unanswered; `onRefused` is told of each refusal. Answers
- * stay in request order (Node writes a pipelined answer only after the ones before it).
+ * Wraps a server's request handler so that each connection has one request in the app at a time and at
+ * most `limits.pending` received but unanswered, and none is started once an answer closed the
+ * connection; `onRefused` is told of each refusal.
  */
 export function boundPipelining(
   handler: RequestHandler,
@@ -54,17 +58,24 @@ export function boundPipelining(
 ): RequestHandler {
   const lanes = new WeakMap<object, Lane>();
   const start = (lane: Lane, request: IncomingMessage, response: ServerResponse) => {
-    lane.active += 1;
-    let over = false;
+    lane.busy = true;
+    const socket = request.socket;
+    let answered = false;
     const finished = () => {
-      if (over) return;
-      over = true;
-      lane.active -= 1;
-      while (lane.active < limits.concurrent && lane.waiting.length > 0) {
-        const [next, nextResponse] = lane.waiting.shift() as [IncomingMessage, ServerResponse];
-        start(lane, next, nextResponse);
+      if (answered) return;
+      answered = true;
+      lane.busy = false;
+      // Node ends the connection as an answer saying `Connection: close` finishes (its own listener
+      // runs first), and destroys it when the answer could not be written.
+      if (socket.writableEnded || socket.destroyed) {
+        lane.over = true;
+        return;
       }
-      if (lane.waiting.length === 0 && !lane.refused) release(lane, request.socket);
+      const next = lane.waiting.shift();
+      // The last one waiting may not have its body yet: reading resumes as it starts (unless a
+      // refusal ends the connection after it).
+      if (lane.waiting.length === 0 && !lane.over) release(lane, socket);
+      if (next !== undefined) start(lane, next[0], next[1]);
     };
     response.once('finish', finished);
     response.once('close', finished);
@@ -74,12 +85,12 @@ export function boundPipelining(
     const socket = request.socket;
     let lane = lanes.get(socket);
     if (lane === undefined) {
-      lane = { active: 0, waiting: [], refused: false, hold: undefined };
+      lane = { busy: false, waiting: [], over: false, hold: undefined };
       lanes.set(socket, lane);
     }
-    if (lane.refused) return;
-    if (lane.active + lane.waiting.length >= limits.pending) {
-      lane.refused = true;
+    if (lane.over) return;
+    if (lane.waiting.length + 1 >= limits.pending) {
+      lane.over = true;
       hold(lane, socket);
       onRefused(429);
       const json = JSON.stringify(TOO_MANY_PIPELINED);
@@ -92,7 +103,7 @@ export function boundPipelining(
       response.end(json);
       return;
     }
-    if (lane.active < limits.concurrent) return start(lane, request, response);
+    if (!lane.busy) return start(lane, request, response);
     lane.waiting.push([request, response]);
     hold(lane, socket);
   };
@@ -101,7 +112,7 @@ export function boundPipelining(
 /**
  * Stops reading a connection until {@link release}: Node resumes a socket whenever a request's body is
  * read or an answer is finished, so it is paused again each time. Requests already waiting have their
- * bytes in (they come after those the app has), so nothing the app waits for is held back.
+ * bytes in (they come after the one the app has), so nothing the app waits for is held back.
  */
 function hold(lane: Lane, socket: Socket): void {
   if (lane.hold !== undefined) return;

@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { countMessages } from '../../testkit/topics.ts';
+import { countMessages, readTopic } from '../../testkit/topics.ts';
 import { sampleEvent, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
 
 // The gateway in-process on the run's real Kafka and Redis, against clients that hold its memory.
@@ -53,4 +53,48 @@ describe('gateway against clients holding its memory', () => {
       for (const { socket } of stalled) socket.destroy();
     }
   });
+
+  it('serves nothing pipelined behind a request whose answer closes the connection', async () => {
+    const before = await countMessages(gw.kafka, gw.topic);
+    const head = `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\n`;
+    const event = JSON.stringify(sampleEvent('behind-1', { id: 'behind-close-1' }));
+    const refused: Array<[string, string]> = [
+      [`${head}Content-Length: 1\r\n\r\n{`, 'invalid-json'],
+      [`${head}Content-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}`, 'unsupported-content-encoding'],
+    ];
+    for (const [first, error] of refused) {
+      const response = await sendRaw(
+        gw.gateway.port,
+        `${first}${head}Content-Length: ${event.length}\r\n\r\n${event}`,
+      );
+      const answers = response.split(/(?=HTTP\/1\.1 \d{3} )/);
+      expect(answers, error).toHaveLength(1);
+      expect(answers[0]?.toLowerCase()).toContain('connection: close');
+      expect(JSON.parse(answers[0]?.split('\r\n\r\n')[1] ?? '')).toMatchObject({ error });
+    }
+    // Unanswered, so unwritten: a client retrying it would otherwise have it pushed twice.
+    const written = await readTopic(gw.kafka, gw.topic);
+    expect(written.map((message) => JSON.parse(String(message.value)).id)).not.toContain('behind-close-1');
+    expect(written).toHaveLength(before);
+  });
 });
+
+/** Sends `request` as is on a new connection; what the server wrote before it closed (10 s at most). */
+function sendRaw(port: number, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(request));
+    let response = '';
+    const giveUp = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`the server kept the connection open for 10 s; it wrote: ${response}`));
+    }, 10_000);
+    socket.on('data', (chunk) => {
+      response += chunk.toString('utf8');
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      clearTimeout(giveUp);
+      resolve(response);
+    });
+  });
+}

@@ -44,7 +44,7 @@ describe('bounded server: shutting down', () => {
 });
 
 describe('bounded server: pipelining', () => {
-  it('works on a few pipelined requests of a connection at a time, answers them in order, and refuses those beyond what may wait with 429 before closing', async () => {
+  it('works on the pipelined requests of a connection one at a time, answers them in order, and refuses those beyond what may wait with 429 before closing', async () => {
     const refused: number[] = [];
     const app = boundedFastify({}, { onRefused: (status) => refused.push(status) });
     let release: () => void = () => {};
@@ -75,11 +75,11 @@ describe('bounded server: pipelining', () => {
       socket.write(
         Array.from({ length: 300 }, (_, n) => `GET /held/${n} HTTP/1.1\r\nHost: x\r\n\r\n`).join(''),
       );
-      await vi.waitFor(() => expect(handled).toBe(8));
+      await vi.waitFor(() => expect(handled).toBe(1));
       release();
       await closed;
 
-      expect(mostInApp).toBe(8);
+      expect(mostInApp).toBe(1);
       const answers = received.split(/(?=HTTP\/1\.1 \d{3} )/);
       expect(answers).toHaveLength(257);
       expect(answers.slice(0, 256).map((answer) => JSON.parse(answer.split('\r\n\r\n')[1] ?? ''))).toEqual(
