@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
+import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import type { Kafka } from 'kafkajs';
@@ -181,4 +182,34 @@ export async function spawnGateway(env: Record<string, string>): Promise<Gateway
       return exited;
     },
   };
+}
+
+/**
+ * Sends `request` as is on a new connection (then half-closes it, with `halfClose`); what the server
+ * wrote before it closed (10 s at most).
+ */
+export function sendRaw(
+  port: number,
+  request: string,
+  options: { halfClose?: boolean } = {},
+): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.write(request);
+      if (options.halfClose) socket.end();
+    });
+    let response = '';
+    const giveUp = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`the server kept the connection open for 10 s; it wrote: ${response}`));
+    }, 10_000);
+    socket.on('data', (chunk) => {
+      response += chunk.toString('utf8');
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      clearTimeout(giveUp);
+      resolve(response);
+    });
+  });
 }

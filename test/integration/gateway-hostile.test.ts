@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { countMessages, readTopic } from '../../testkit/topics.ts';
-import { sampleEvent, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
+import { sampleEvent, sendRaw, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
 
 // The gateway in-process on the run's real Kafka and Redis, against clients that hold its memory.
 
@@ -78,23 +78,3 @@ describe('gateway against clients holding its memory', () => {
     expect(written).toHaveLength(before);
   });
 });
-
-/** Sends `request` as is on a new connection; what the server wrote before it closed (10 s at most). */
-function sendRaw(port: number, request: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write(request));
-    let response = '';
-    const giveUp = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`the server kept the connection open for 10 s; it wrote: ${response}`));
-    }, 10_000);
-    socket.on('data', (chunk) => {
-      response += chunk.toString('utf8');
-    });
-    socket.on('error', () => {});
-    socket.on('close', () => {
-      clearTimeout(giveUp);
-      resolve(response);
-    });
-  });
-}

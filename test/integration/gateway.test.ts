@@ -8,7 +8,7 @@ import { decodeEvent } from '../../src/events/decode.ts';
 import { headerString } from '../../src/kafka/headers.ts';
 import { messageKey } from '../../src/publish/publisher.ts';
 import { countMessages, readTopic } from '../../testkit/topics.ts';
-import { sampleEvent, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
+import { sampleEvent, sendRaw, startTestGateway, type TestGateway } from '../helpers/gateway.ts';
 
 // The gateway in-process (what `aqueduct serve` runs) on the run's real Kafka broker and Redis.
 
@@ -738,32 +738,6 @@ describe('gateway on real Kafka and Redis', () => {
     }
   });
 });
-
-/**
- * Sends `request` as is on a new connection (then half-closes it, with `halfClose`); what the server
- * wrote before it closed (10 s at most).
- */
-function sendRaw(port: number, request: string, options: { halfClose?: boolean } = {}): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => {
-      socket.write(request);
-      if (options.halfClose) socket.end();
-    });
-    let response = '';
-    const giveUp = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`the server kept the connection open for 10 s; it wrote: ${response}`));
-    }, 10_000);
-    socket.on('data', (chunk) => {
-      response += chunk.toString('utf8');
-    });
-    socket.on('error', () => {});
-    socket.on('close', () => {
-      clearTimeout(giveUp);
-      resolve(response);
-    });
-  });
-}
 
 /**
  * Opens a connection, sends `head`, then one `drip` every 200 ms until the server closes the socket
