@@ -100,7 +100,8 @@ export function prepareBody(body: unknown, options: PrepareOptions): PreparedBod
     const raw = raws[index];
     if (!isObject(raw))
       return reject(400, 'invalid-event', `${where(index) || '(event)'}: must be a JSON object`);
-    if (raw.tenant !== undefined && raw.tenant !== options.tenant) {
+    // Only a tenant name can name another tenant: any other value is refused with the event's schema.
+    if (typeof raw.tenant === 'string' && raw.tenant !== options.tenant) {
       return reject(
         403,
         'tenant-mismatch',

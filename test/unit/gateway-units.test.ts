@@ -106,6 +106,15 @@ describe('gateway: preparing a body', () => {
       'tenant-mismatch',
       'events[1].tenant: ',
     ],
+    // A tenant that is no tenant name is a malformed event, not a request for another tenant.
+    [
+      'a null tenant',
+      { events: [event(), event({ tenant: null })] },
+      400,
+      'invalid-event',
+      'events[1].tenant: ',
+    ],
+    ['a numeric tenant', event({ tenant: 7 }), 400, 'invalid-event', 'tenant: '],
     [
       'too many events',
       { events: [event(), event(), event(), event()] },
