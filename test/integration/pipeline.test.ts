@@ -66,12 +66,14 @@ describe.each(['single', 'cluster'] as const)(
       );
       // Batched: one call serves dozens of pushes. (The ≤ 0.03 target is measured by `bench burst` and
       // the demo over runs long enough to read it; a run this short moves by a few calls either way, so
-      // here the bound is what per-window or per-event calls would break.)
+      // here the bound is what per-window or per-event calls would break.) This test's burst of 200
+      // per provider makes the acquire chunk a quarter of it, 50 (see acquireChunk), and two throttled
+      // processes split each refill: about 2 ÷ 50 = 0.04 acquire calls per push, plus the dedupe calls.
       // On a Cluster a step's calls fan out by hash tag: the dedupe memory's lookups and flushes to up to
-      // three tags ({d0}-{d2}), and each connection to three masters loads the scripts three times
-      // (measured 0.070-0.071 there against 0.036-0.037 on one server, with this test's burst of 200
-      // per provider, where the acquire chunk is a quarter of it: see acquireChunk).
-      expect(callsPerPush).toBeLessThanOrEqual(redis === 'cluster' ? 0.09 : 0.06);
+      // three tags ({d0}-{d2}), and each connection to three masters loads the scripts three times.
+      // Measured 0.036-0.051 on one server and 0.070-0.097 on a Cluster, the higher figures in a full
+      // suite run beside other test files.
+      expect(callsPerPush).toBeLessThanOrEqual(redis === 'cluster' ? 0.14 : 0.08);
     });
   },
 );
