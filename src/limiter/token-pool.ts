@@ -13,7 +13,9 @@ import { timerDelayMs } from '../timer-delay.ts';
  *   seen yet (see {@link TokenPoolOptions.window}). A take that finds the window full waits for a release.
  * - When the bucket is short, the pool is "dry" until the time the limiter named; takes during that
  *   time get nothing and make no Redis call (no busy polling). Partitions that got too little register
- *   a wake-up with `whenRefilled`, pause, and are resumed when the pool has refilled.
+ *   a wake-up with `whenRefilled`, pause, and are resumed when the pool has refilled, or a wake lead
+ *   before (the fetch of a resumed partition takes that long): the first take of their step then
+ *   waits for the refill.
  */
 
 /** The bucket(s) a pool draws from, as the limiter names them. */
@@ -64,6 +66,15 @@ export interface TokenPoolOptions {
    * the parked events of tenants over their fair share (see `AcquireOptions.priority` in types.ts).
    */
   priority?: 'normal' | 'low';
+  /**
+   * How long before the end of a dry spell the waiting partitions are woken, in ms (default 0). A woken
+   * partition takes only once it has been fetched again, which the consumer's fetch loop may do up to
+   * its fetch wait later (kafkajs sleeps that long when every partition is paused); the pool's turn
+   * came meanwhile, and at small bursts the bucket's refill of that lateness is lost once the bucket is
+   * full. So the consumer wakes them this much early, and the first take of a step (`take`'s `first`)
+   * that finds the pool dry for at most this long waits for the refill instead of getting 0.
+   */
+  wakeLeadMs?: number;
   /** Back-off after the limiter failed (Redis unreachable, fail-closed). Default 1000 ms. */
   failureBackoffMs?: number;
   /** Told about limiter failures (for logs and metrics). */
@@ -74,8 +85,10 @@ export interface TokenPoolOptions {
 
 interface PendingTake {
   n: number;
-  /** An urgent take (see `take`): served first, and waits for a dry spell ending by then (epoch ms). */
-  urgentUntil: number | undefined;
+  /** An urgent take (see `take`): served before the others. */
+  urgent: boolean;
+  /** Waits for a dry spell ending by then (epoch ms) instead of getting 0: urgent and first takes. */
+  waitUntil: number | undefined;
   resolve: (granted: number) => void;
 }
 
@@ -118,6 +131,7 @@ export class TokenPool {
       failureBackoffMs: 1000,
       idleReportMs: 1000,
       priority: 'normal',
+      wakeLeadMs: 0,
       ...options,
       chunk,
       window: Math.max(1, Math.min(options.window ?? chunk * 2, smallestCapacity)),
@@ -143,8 +157,12 @@ export class TokenPool {
    * partitions' wake-up: it is served before the waiting takes that are not urgent, and when the pool
    * is dry for at most `urgentWithinMs` more, it waits for the refill instead of getting 0 (and is then
    * served before the partitions that refill wakes).
+   *
+   * The first take of a partition's step (`first`) waits, in arrival order, for a refill due within the
+   * wake lead (see {@link TokenPoolOptions.wakeLeadMs}): its partition may have been woken that early.
+   * Later takes of the step get 0 while dry, so that the step ends and its partition pauses.
    */
-  take(n: number, options: { urgentWithinMs?: number } = {}): Promise<number> {
+  take(n: number, options: { urgentWithinMs?: number; first?: boolean } = {}): Promise<number> {
     if (n <= 0 || this.closed) return Promise.resolve(0);
     const wanted = Math.min(n, this.options.window);
     if (this.credit >= wanted && this.out + wanted <= this.options.window) {
@@ -153,14 +171,16 @@ export class TokenPool {
       this.wokenNeed = Math.max(0, this.wokenNeed - wanted);
       return Promise.resolve(wanted);
     }
-    const urgentUntil =
-      options.urgentWithinMs === undefined ? undefined : Date.now() + options.urgentWithinMs;
+    const urgent = options.urgentWithinMs !== undefined;
+    const waitWithinMs = urgent
+      ? options.urgentWithinMs
+      : options.first
+        ? this.options.wakeLeadMs
+        : undefined;
+    const waitUntil = waitWithinMs === undefined ? undefined : Date.now() + waitWithinMs;
     return new Promise((resolve) => {
-      const take: PendingTake = { n: wanted, urgentUntil, resolve };
-      const behind =
-        urgentUntil === undefined
-          ? -1
-          : this.pending.findIndex((waiting) => waiting.urgentUntil === undefined);
+      const take: PendingTake = { n: wanted, urgent, waitUntil, resolve };
+      const behind = urgent ? this.pending.findIndex((waiting) => !waiting.urgent) : -1;
       if (behind === -1) this.pending.push(take);
       else this.pending.splice(behind, 0, take);
       this.scheduleDrain();
@@ -182,7 +202,7 @@ export class TokenPool {
   whenRefilled(key: string, need: number, wake: () => void): number {
     this.waiters.set(key, { need, wake });
     const at = Math.max(this.dryUntil, Date.now());
-    this.armWakeTimer(at);
+    this.armWakeTimer(this.dryUntil - this.options.wakeLeadMs);
     return at;
   }
 
@@ -268,7 +288,7 @@ export class TokenPool {
     let wanted = 0;
     while (this.pending.length > 0 && (dry || wanted < room)) {
       const take = this.pending.shift() as PendingTake;
-      if (dry && take.urgentUntil !== undefined && this.dryUntil <= take.urgentUntil) {
+      if (dry && take.waitUntil !== undefined && this.dryUntil <= take.waitUntil) {
         waitingForRefill.push(take);
         continue;
       }
@@ -367,16 +387,17 @@ export class TokenPool {
   }
 
   /**
-   * Wakes every waiting partition once the dry spell is over. The tokens are not taken here but by the
-   * partitions themselves, right before they send: a token taken early and spent late would let sends
-   * bunch up at the provider beyond what the bucket allowed. The woken partitions are fetched in one
+   * Wakes every waiting partition once the dry spell is over, or ends within the wake lead (see
+   * {@link TokenPoolOptions.wakeLeadMs}: their first takes then wait for it). The tokens are not taken
+   * here but by the partitions themselves, right before they send: a token taken early and spent late
+   * would let sends bunch up at the provider beyond what the bucket allowed. The woken partitions are fetched in one
    * response, so their takes still coalesce into one Redis call.
    */
   private wakeWaiters(): void {
     this.wakeTimer = undefined;
     if (this.closed || this.waiters.size === 0) return;
-    if (Date.now() < this.dryUntil) {
-      this.armWakeTimer(this.dryUntil);
+    if (Date.now() < this.dryUntil - this.options.wakeLeadMs) {
+      this.armWakeTimer(this.dryUntil - this.options.wakeLeadMs);
       return;
     }
     const waiters = [...this.waiters.values()];

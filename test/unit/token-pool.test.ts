@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { type PoolBucket, TokenPool, type TokenSource } from '../../src/limiter/token-pool.ts';
 
 /**
@@ -105,6 +105,51 @@ describe('TokenPool', () => {
     // Coming together with others, an urgent take goes first.
     tokens.left = 5;
     expect(await Promise.all([pool.take(10), pool.take(5, { urgentWithinMs: 0 })])).toEqual([0, 5]);
+  });
+
+  it('with a wake lead, wakes a waiting partition that long before the refill, and its first take waits for it (a later take gets 0)', async () => {
+    // Timers and Date only: the pool's drains (setImmediate) and acquires run as usual.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    try {
+      const tokens = { left: 0 };
+      const { source, calls } = countingSource(tokens, 300);
+      const pool = new TokenPool(source, buckets, { chunk: 200, wakeLeadMs: 100 });
+      expect(await pool.take(10)).toBe(0); // dry for 300 ms
+      const refillAt = pool.dryUntilMs;
+      let wokenAt: number | undefined;
+      pool.whenRefilled('topic:0', 10, () => {
+        wokenAt = Date.now();
+      });
+      await vi.advanceTimersByTimeAsync(refillAt - 100 - Date.now() - 1);
+      expect(wokenAt).toBeUndefined();
+      await vi.advanceTimersByTimeAsync(1);
+      expect(wokenAt).toBe(refillAt - 100); // the lead before the refill, not at it
+      // The woken partition is fetched and takes before the refill: its step's first take waits for
+      // it; a take that is not a step's first gets 0, and nothing asks Redis meanwhile.
+      tokens.left = 100;
+      const first = pool.take(10, { first: true });
+      expect(await pool.take(5)).toBe(0);
+      expect(calls).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(100);
+      expect(await first).toBe(10);
+      expect(calls).toHaveLength(2);
+      await pool.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('lets a first take wait only for a refill due within the wake lead, and with no lead (the default) not at all', async () => {
+    const led = new TokenPool(countingSource({ left: 0 }, 60_000).source, buckets, {
+      chunk: 200,
+      wakeLeadMs: 100,
+    });
+    const unled = new TokenPool(countingSource({ left: 0 }, 50).source, buckets, { chunk: 200 });
+    expect(await led.take(10)).toBe(0); // dry for a minute
+    expect(await unled.take(10)).toBe(0); // dry for 50 ms
+    expect(await led.take(10, { first: true })).toBe(0);
+    expect(await unled.take(10, { first: true })).toBe(0);
+    await Promise.all([led.close(), unled.close()]);
   });
 
   it('forgets a cancelled waiter; a closed pool grants nothing', async () => {
