@@ -371,6 +371,8 @@ export class NotificationConsumer {
         chunk,
         window,
         priority,
+        // A woken partition's take comes once kafkajs fetches it again: up to a fetch wait later.
+        wakeLeadMs: this.options.maxWaitTimeMs,
         onError: (error) => {
           this.observer.limiterError?.(error);
           this.deps.logger.warn({ err: errorSummary(error) }, 'token acquire failed');

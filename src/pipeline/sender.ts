@@ -93,7 +93,10 @@ export class Sender {
       await options.beforeWindow?.();
       if (!owned()) break;
       const slice = group.slice(next, next + pool.window);
-      const takeOptions = next < urgent.count ? { urgentWithinMs: urgent.waitMs } : {};
+      // The step's first take may wait for a refill due shortly: its partition may have been woken
+      // that early (TokenPoolOptions.wakeLeadMs); a later one ends the step while the pool is dry.
+      const takeOptions =
+        next < urgent.count ? { urgentWithinMs: urgent.waitMs } : next === 0 ? { first: true } : {};
       const granted = await this.deps.observer.acquire(
         pool,
         slice.length,

@@ -197,6 +197,8 @@ interface RigOptions {
   options?: Partial<BatchProcessorOptions>;
   /** Tenant fairness on, with these shares (and the deferred topic). */
   shares?: TenantShares;
+  /** The FCM pool's wake lead (TokenPoolOptions.wakeLeadMs). */
+  wakeLeadMs?: number;
 }
 
 const processors: BatchProcessor[] = [];
@@ -214,12 +216,17 @@ function rig({
   failingWrites = [],
   options = {},
   shares,
+  wakeLeadMs,
 }: RigOptions = {}) {
   const providers = { fcm: fakeProvider('fcm', answer), apns: fakeProvider('apns', answer) };
   const doneStore = new MemoryDoneStore();
   const outcomes = new MemoryOutcomeWriter(failingWrites);
   const source = new MemoryTokenSource(tokens, dryWaitMs);
-  const pool = new TokenPool(source, [{ name: 'fcm', rate: 1000, capacity: 1000 }], { chunk: 1, window: 16 });
+  const pool = new TokenPool(source, [{ name: 'fcm', rate: 1000, capacity: 1000 }], {
+    chunk: 1,
+    window: 16,
+    ...(wakeLeadMs === undefined ? {} : { wakeLeadMs }),
+  });
   pools.push(pool);
   const apnsPool =
     apnsTokens === undefined
@@ -443,6 +450,22 @@ describe('BatchProcessor', () => {
     expect(r.providers.fcm.sent).toEqual(['e0', 'e1', 'e2']);
     expect(again.calls.resolved).toEqual(['2']);
     expect(r.processor.pausedCount()).toBe(0);
+  });
+
+  it("lets a step's first take wait for a refill due within the pool's wake lead (its partition may have been woken that early), and ends the step at a later dry take", async () => {
+    const r = rig({ tokens: 0, dryWaitMs: 300, wakeLeadMs: 10_000 });
+    expect(await r.pool.take(1)).toBe(0); // dry for 300 ms
+    r.source.tokens = 1; // what the refill finds
+    const batch = payloadOf(
+      TOPIC,
+      [0, 1, 2].map((i) => message(i, event(`e${i}`))),
+    );
+    await r.processor.eachBatch(batch.payload);
+    // The first window waited for the refill and got its one token; the next one found the pool dry.
+    expect(r.providers.fcm.sent).toEqual(['e0']);
+    expect(batch.calls.resolved).toEqual(['0']);
+    // (Its wake-up, the lead before the next refill, may already have resumed it.)
+    expect(r.pauses[0]).toBe(`pause ${TOPIC}:0`);
   });
 
   it("reads a partition read to its end again soon while another of its pools could send, not only at the starved pool's refill", async () => {
