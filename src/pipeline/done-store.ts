@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { CallTimeouts } from '../limiter/timeouts.ts';
 import type { RedisClient } from '../redis/client.ts';
 import { ScriptUnavailableError, toScriptError } from '../redis/script-errors.ts';
@@ -118,6 +119,15 @@ export interface DoneStoreOptions {
    * A lookup answered late is ignored; a mark that lands late is still true.
    */
   timeoutMs?: number;
+  /**
+   * How long a flush of marks that Redis could not take (ScriptUnavailableError) is sent again, in ms,
+   * before its marks are given up. Default 30 000; 0: sent once. A Redis Cluster refuses calls for
+   * seconds while losing nothing: through a failover (until a replica has taken over the master's
+   * slots: Redis' default cluster-node-timeout is 15 s) and while a slot moves between masters
+   * (TRYAGAIN, as long as a call's keys are split between them). A mark given up leaves the event's key
+   * out of the window and its offset out of the finished set.
+   */
+  markRetryMs?: number;
 }
 
 /** What the next flush writes for one partition: the offsets finished, and Kafka's latest commit. */
@@ -176,6 +186,7 @@ export class DoneStore {
       coalesceMs: 5,
       markCoalesceMs: 50,
       timeoutMs: 5000,
+      markRetryMs: 30_000,
       ...options,
     };
     if (!Number.isInteger(this.options.shards) || this.options.shards < 1)
@@ -469,9 +480,28 @@ export class DoneStore {
         args.push(pending?.committed ?? '', pending?.offsets.join(',') ?? '');
       }
       args.push(lists.map((list) => list.length).join(','), blob);
-      return this.dedupeMark(...args);
+      return this.markRetried(args);
     });
     await Promise.all(calls);
+  }
+
+  /**
+   * One mark call, sent again after 0.1 s, doubling to 2 s, while Redis cannot take it, until
+   * `markRetryMs` has passed. Sending it twice is harmless: an offset is added to a set, and an entry the
+   * window holds twice answers the same. A trim by an older commit than one already applied removes
+   * nothing more. The waits do not keep the process alive: a process that has let Redis go exits.
+   */
+  private async markRetried(args: readonly ScriptArgument[]): Promise<void> {
+    const giveUpAt = Date.now() + this.options.markRetryMs;
+    for (let delayMs = 100; ; delayMs = Math.min(delayMs * 2, 2000)) {
+      try {
+        await this.dedupeMark(...args);
+        return;
+      } catch (error) {
+        if (!(error instanceof ScriptUnavailableError) || Date.now() + delayMs > giveUpAt) throw error;
+      }
+      await sleep(delayMs, undefined, { ref: false });
+    }
   }
 }
 

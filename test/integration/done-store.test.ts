@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DoneStore, type DoneStoreOptions } from '../../src/pipeline/done-store.ts';
 import { defineScripts, replyFields, scriptCall } from '../../src/redis/scripts.ts';
-import { type TestRedis, testRedis } from '../helpers/redis.ts';
+import { privateCluster, type TestRedis, testRedis } from '../helpers/redis.ts';
 import { startSilentServer } from '../helpers/silent-server.ts';
 
 /**
@@ -189,7 +189,7 @@ describe('DoneStore', () => {
 });
 
 describe('DoneStore on a Redis that does not answer', () => {
-  it('fails a lookup and a mark after timeoutMs rather than waiting for the connection', async () => {
+  it('fails a lookup after timeoutMs, and a mark once markRetryMs has passed, rather than waiting for the connection', async () => {
     // ioredis stays connecting and holds every call.
     const silent = await startSilentServer();
     const client = new Redis({
@@ -206,6 +206,7 @@ describe('DoneStore on a Redis that does not answer', () => {
         windowSeconds: 60,
         markCoalesceMs: 0,
         timeoutMs: 200,
+        markRetryMs: 500,
       });
       await expect(hung.lookup(['acme order-1'], [P0])).rejects.toThrow(
         'script dedupeCheck failed, Redis unavailable: no reply within 200 ms',
@@ -219,4 +220,42 @@ describe('DoneStore on a Redis that does not answer', () => {
       await silent.close();
     }
   });
+});
+
+describe('DoneStore on a Redis Cluster', () => {
+  it('sends marks again while their slot moves to another master (TRYAGAIN) rather than dropping them', async () => {
+    const { local, client, stop } = await privateCluster(1);
+    try {
+      // With 6 shards, shards 0 (order-3) and 3 (order-8) are in {d0}, as is partition 0's finished set.
+      const s = new DoneStore(client, {
+        prefix: 'moving',
+        groupId: 'group',
+        windowSeconds: 60,
+        shards: 6,
+        markCoalesceMs: 0,
+        coalesceMs: 0,
+      });
+      await s.mark([{ ...P0, offset: '1', final: { key: 'acme order-3', outcome: 'delivered' } }]);
+      const slot = Number(await client.cluster('KEYSLOT', s.partitionKey(P0)));
+      const from = (await local.slotOwner(slot)).master;
+      let marked: Promise<void> | undefined;
+      await local.migrateSlot(slot, local.ports.find((port) => port !== from) as number, async () => {
+        // The call names a key the source holds and one it does not: TRYAGAIN while the slot is open,
+        // longer than the Cluster client's own redirections (16 of 100 ms) last.
+        marked = s.mark([{ ...P0, offset: '2', final: { key: 'acme order-8', outcome: 'delivered' } }]);
+        await sleep(3000);
+      });
+      await marked;
+      const reading = await s.lookup(['acme order-3', 'acme order-8'], [P0]);
+      expect(reading.done).toEqual(
+        new Map([
+          ['acme order-3', 'delivered'],
+          ['acme order-8', 'delivered'],
+        ]),
+      );
+      expect(reading.finished.get('notifications:0')).toEqual(new Set(['1', '2']));
+    } finally {
+      await stop();
+    }
+  }, 60_000);
 });
