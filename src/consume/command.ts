@@ -18,7 +18,7 @@ import { errorSummary, failureLogger, NotificationConsumer, type StopResult } fr
 import { warmUpHotPaths } from '../pipeline/warm-up.ts';
 import { RedisProviderTokenStore } from '../providers/apns-token-store.ts';
 import { createProviders, ProviderConfigError, type ProvidersOptions } from '../providers/index.ts';
-import { createRedis, type RedisClient, redisErrorSummary } from '../redis/client.ts';
+import { createRedis, onNodeErrors, type RedisClient, redisErrorSummary } from '../redis/client.ts';
 import { warnIfRedisEvicts } from '../redis/eviction-policy.ts';
 import { RedisReachability } from '../redis/reachability.ts';
 import { ConfigError, settingsHelp } from '../settings.ts';
@@ -93,6 +93,9 @@ export async function startConsumerApp(
     enableAutoPipelining: true,
   });
   redis.on('error', (error) => logger.warn({ err: redisErrorSummary(error) }, 'redis connection error'));
+  onNodeErrors(redis, (error, node, suppressed) =>
+    logger.warn({ node, err: redisErrorSummary(error), suppressed }, 'redis node connection error'),
+  );
   // The hash tags a consumer's calls use: the providers' buckets and the three dedupe tags.
   const reachability = new RedisReachability(
     redis,

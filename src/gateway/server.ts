@@ -7,7 +7,7 @@ import { topicWarnings } from '../kafka/topics.ts';
 import { listenOrExplain } from '../lifecycle.ts';
 import { TokenBucketLimiter } from '../limiter/index.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { createRedis, redisErrorSummary } from '../redis/client.ts';
+import { createRedis, onNodeErrors, redisErrorSummary } from '../redis/client.ts';
 import { warnIfRedisEvicts } from '../redis/eviction-policy.ts';
 import { RedisReachability } from '../redis/reachability.ts';
 import { ConfigError } from '../settings.ts';
@@ -76,6 +76,10 @@ export async function startGateway(
   redis?.on('error', (error: Error) =>
     logger.warn({ err: redisErrorSummary(error) }, 'redis connection error'),
   );
+  if (redis)
+    onNodeErrors(redis, (error, node, suppressed) =>
+      logger.warn({ node, err: redisErrorSummary(error), suppressed }, 'redis node connection error'),
+    );
   // The slots of the tenants' admission buckets (at most 32 of them: enough to cover every master).
   const reachability = redis
     ? new RedisReachability(

@@ -86,3 +86,29 @@ export function redisErrorSummary(error: Error): { name: string; message: string
     ...(lastNodeError instanceof Error ? { cause: lastNodeError.message } : {}),
   };
 }
+
+/**
+ * Tells `report` about the connection errors of each node of a Redis Cluster (nothing for one server,
+ * whose client says them as `error`). ioredis reports a node's errors as `node error`, not `error`, so
+ * without this a master that is down, or an address the nodes announce that this host cannot resolve
+ * or reach (a client sees only what the cluster announces), leaves nothing but calls that time out.
+ * At most one report per node every `everyMs`, with the number held back since the last.
+ */
+export function onNodeErrors(
+  redis: RedisClient,
+  report: (error: Error, node: string, suppressed: number) => void,
+  everyMs = 5000,
+): void {
+  if (!(redis instanceof Cluster)) return;
+  const last = new Map<string, { at: number; suppressed: number }>();
+  redis.on('node error', (error: Error, node: string) => {
+    const now = Date.now();
+    const seen = last.get(node);
+    if (seen && now - seen.at < everyMs) {
+      seen.suppressed++;
+      return;
+    }
+    last.set(node, { at: now, suppressed: 0 });
+    report(error, node, seen?.suppressed ?? 0);
+  });
+}

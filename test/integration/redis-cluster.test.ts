@@ -3,11 +3,11 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import type { Cluster, Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { InspectSnapshot } from '../../src/inspect/format.ts';
 import { TokenBucketLimiter } from '../../src/limiter/index.ts';
-import { createRedis, redisNodeAddresses } from '../../src/redis/client.ts';
+import { createRedis, onNodeErrors, redisNodeAddresses } from '../../src/redis/client.ts';
 import { RedisReachability } from '../../src/redis/reachability.ts';
 import { LocalRedisCluster } from '../../src/services/index.ts';
 import { sampleEvent, startTestGateway } from '../helpers/gateway.ts';
@@ -189,6 +189,40 @@ describe('the limiter on a Redis Cluster', () => {
       expect(refused).toBeGreaterThan(0);
     } finally {
       await stop();
+    }
+  }, 60_000);
+
+  it('reports the connection errors of a node by the address the cluster announces, which this host cannot resolve', async () => {
+    const local = await LocalRedisCluster.start();
+    const reports: Array<{ node: string; message: string }> = [];
+    let client: Cluster | undefined;
+    try {
+      for (const [i, port] of local.ports.entries()) {
+        const node = new Redis(port, '127.0.0.1');
+        await node.config('SET', 'cluster-announce-hostname', `node${i}.aqueduct.invalid`);
+        await node.config('SET', 'cluster-preferred-endpoint-type', 'hostname');
+        node.disconnect();
+      }
+      // The seeds answer; the slot map then names the nodes by those names, and the client, which
+      // connects at once, keeps trying them.
+      client = createRedis(
+        { url: '', clusterNodes: redisNodeAddresses(local.nodes.split(',')) },
+        { maxRetriesPerRequest: 1 },
+      ) as Cluster;
+      client.on('error', () => {});
+      onNodeErrors(client, (error, node) => reports.push({ node, message: error.message }));
+      await expect
+        .poll(() => reports.find((report) => report.node.includes('.aqueduct.invalid:')), {
+          timeout: 15_000,
+          interval: 200,
+        })
+        .toMatchObject({ node: expect.stringMatching(/^node\d\.aqueduct\.invalid:\d+$/) });
+      expect(reports.find((report) => report.node.includes('.aqueduct.invalid:'))?.message).toMatch(
+        /ENOTFOUND|EAI_AGAIN/,
+      );
+    } finally {
+      client?.disconnect();
+      await local.stop();
     }
   }, 60_000);
 
