@@ -10,7 +10,7 @@ import { LocalRedis } from './redis-local.ts';
 export { SetupError } from './errors.ts';
 export { LocalKafka } from './kafka-local.ts';
 export { DEFAULT_KAFKA_VERSION, kafkaVersion, TESTED_KAFKA_VERSIONS } from './kafka-version.ts';
-export { LocalRedisCluster } from './redis-cluster-local.ts';
+export { LocalRedisCluster, type LocalRedisClusterOptions } from './redis-cluster-local.ts';
 export { LocalRedis } from './redis-local.ts';
 
 /** Where a service came from. */

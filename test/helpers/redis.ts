@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type Cluster, Redis } from 'ioredis';
 import { inject } from 'vitest';
 import { createRedis, redisNodeAddresses } from '../../src/redis/client.ts';
-import { LocalRedisCluster } from '../../src/services/index.ts';
+import { LocalRedisCluster, type LocalRedisClusterOptions } from '../../src/services/index.ts';
 
 /**
  * A Redis client on the run's shared server with a key prefix of its own. Clean-up deletes only keys
@@ -33,8 +33,9 @@ export function testRedis(name = 'test'): TestRedis {
 }
 
 /**
- * A 3-master Redis Cluster of the test's own, for tests that kill or restart its nodes (the run's
- * shared cluster must stay whole), with a Cluster client that tolerates the outages the test makes.
+ * A 3-master Redis Cluster of the test's own (with replicas if `options` asks), for tests that kill or
+ * restart its nodes (the run's shared cluster must stay whole), with a Cluster client that tolerates
+ * the outages the test makes.
  */
 export interface PrivateCluster {
   local: LocalRedisCluster;
@@ -42,8 +43,11 @@ export interface PrivateCluster {
   stop(): Promise<void>;
 }
 
-export async function privateCluster(maxRetriesPerRequest: number): Promise<PrivateCluster> {
-  const local = await LocalRedisCluster.start();
+export async function privateCluster(
+  maxRetriesPerRequest: number,
+  options: LocalRedisClusterOptions = {},
+): Promise<PrivateCluster> {
+  const local = await LocalRedisCluster.start(options);
   const client = createRedis(
     { url: '', clusterNodes: redisNodeAddresses(local.nodes.split(',')) },
     { maxRetriesPerRequest },

@@ -87,6 +87,47 @@ describe('RestartSafeTokenSource on a Redis Cluster', () => {
   }, 60_000);
 });
 
+describe('RestartSafeTokenSource on a Redis Cluster with replicas', () => {
+  it('empties nothing when the master of its tag fails over to a replica that holds the data', async () => {
+    const { local, client: cluster, stop } = await privateCluster(3, { replicas: 1, nodeTimeoutMs: 1000 });
+    try {
+      // One token a second: what the bucket holds after the failover says whether it kept its level.
+      const bucket = { name: 'fcm', rate: 1, capacity: 100 };
+      const losses: string[][] = [];
+      const source = new RestartSafeTokenSource(
+        new TokenBucketLimiter(cluster, { keyPrefix: 'guard' }),
+        cluster,
+        {
+          markerKeyFor: (tag) => `guard:{${tag}}:redis-epoch`,
+          onDataLoss: (buckets) => losses.push([...buckets]),
+        },
+      );
+      expect((await source.acquire([bucket], 100)).granted).toBe(100);
+      const slot = Number(await cluster.cluster('KEYSLOT', 'guard:{fcm}:bucket'));
+      const { master } = await local.slotOwner(slot);
+      // The replica has the drained bucket and the marker before its master dies.
+      const node = new Redis(master, '127.0.0.1');
+      expect(await node.wait(1, 5000)).toBe(1);
+      node.disconnect();
+      await local.killNode(master);
+      const deadline = Date.now() + 20_000;
+      let granted: number | undefined;
+      while (granted === undefined && Date.now() < deadline) {
+        granted = await source.acquire([bucket], 100).then(
+          (answer) => answer.granted,
+          () => undefined,
+        );
+        if (granted === undefined) await sleep(200);
+      }
+      expect((await local.slotOwner(slot)).master).not.toBe(master);
+      expect(granted).toBeLessThan(10);
+      expect(losses).toEqual([]);
+    } finally {
+      await stop();
+    }
+  }, 60_000);
+});
+
 async function waitReady(redis: Redis): Promise<void> {
   const deadline = Date.now() + 10_000;
   while (redis.status !== 'ready') {
