@@ -22,7 +22,7 @@
   Trimming below the committed offset is what bounds the finished sets: once Kafka's commit passes an
   offset, nothing about it stays here. A set holds only what finished out of order above the commit.
   A set that keeps offsets after a trim also keeps the commit they lie above, as the member 'commit'
-  (scored by it): a later owner that starts reading below it knows they describe records it is not
+  (scored by it; it never moves down while the set exists): a later owner that starts reading below it knows they describe records it is not
   reading again (the group's offsets were reset, or the topic was recreated); see dedupe-check.lua.
 ]]
 
@@ -51,10 +51,16 @@ local COMMIT = 'commit'
 local written = 0
 for i = 1, p do
   local committed, offsets = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
-  local floor = nil
+  local floor, kept = nil, false
   if committed ~= '' then
-    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. committed)
     floor = tonumber(committed)
+    -- The commit a set lies above only rises: a flush sent again after Redis refused it may land after
+    -- a later one, and its older commit must neither lower the record nor let passed offsets back in.
+    local recorded = redis.call('ZSCORE', KEYS[i], COMMIT)
+    if recorded and tonumber(recorded) >= floor then
+      committed, floor, kept = recorded, tonumber(recorded), true
+    end
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. committed)
   end
   if offsets ~= '' then
     local args = {}
@@ -76,9 +82,9 @@ for i = 1, p do
   end
   if floor ~= nil then
     local held = redis.call('ZCARD', KEYS[i])
-    if redis.call('ZSCORE', KEYS[i], COMMIT) then held = held - 1 end
+    if kept then held = held - 1 end -- the record itself, scored at the commit, outlived the trim
     if held > 0 then
-      redis.call('ZADD', KEYS[i], floor, COMMIT)
+      redis.call('ZADD', KEYS[i], committed, COMMIT)
     else
       redis.call('DEL', KEYS[i]) -- drained: no key is left behind
     end

@@ -488,8 +488,9 @@ export class DoneStore {
   /**
    * One mark call, sent again after 0.1 s, doubling to 2 s, while Redis cannot take it, until
    * `markRetryMs` has passed. Sending it twice is harmless: an offset is added to a set, and an entry the
-   * window holds twice answers the same. A trim by an older commit than one already applied removes
-   * nothing more. The waits do not keep the process alive: a process that has let Redis go exits.
+   * window holds twice answers the same. A flush that lands after a later one cannot take a set's
+   * commit back, nor add offsets that commit has passed (dedupe-mark.lua keeps the higher one). The
+   * waits do not keep the process alive: a process that has let Redis go exits.
    */
   private async markRetried(args: readonly ScriptArgument[]): Promise<void> {
     const giveUpAt = Date.now() + this.options.markRetryMs;

@@ -112,6 +112,21 @@ describe('DoneStore', () => {
     );
   });
 
+  it('never lowers the commit a set lies above: a flush sent again that lands after a later one lets no passed offset back', async () => {
+    const s = store({ windowSeconds: 0 });
+    const key = s.partitionKey(P0);
+    const mark = scriptCall(redis.client, 'dedupeMark');
+    await mark(1, key, 1, 60, 60, '9', '10,12', '', '');
+    // The earlier flush, sent again once Redis took calls again: commit 5, and 7, which 9 has passed.
+    await mark(1, key, 1, 60, 60, '5', '7,11', '', '');
+    expect(await redis.client.zscore(key, 'commit')).toBe('9');
+    expect((await s.lookup([], [{ ...P0, from: '9' }])).finished.get('notifications:0')).toEqual(
+      new Set(['10', '11', '12']),
+    );
+    // Offsets reset to 6, below the commit: the reader reads records the set does not name, and skips none.
+    expect((await s.lookup([], [{ ...P0, from: '6' }])).finished.get('notifications:0')).toEqual(new Set());
+  });
+
   it('keeps finished offsets marked before any commit, whoever reads them: nothing says where they lie', async () => {
     const s = store({ windowSeconds: 0 });
     await s.mark(['4', '6'].map((offset) => ({ ...P1, offset })));
