@@ -14,8 +14,8 @@ import { timerDelayMs } from '../timer-delay.ts';
  * - When the bucket is short, the pool is "dry" until the time the limiter named; takes during that
  *   time get nothing and make no Redis call (no busy polling). Partitions that got too little register
  *   a wake-up with `whenRefilled`, pause, and are resumed when the pool has refilled, or a wake lead
- *   before (the fetch of a resumed partition takes that long): the first take of their step then
- *   waits for the refill.
+ *   before (the fetch of a resumed partition takes that long): the first take of the batch that fetch
+ *   brings then waits for the refill.
  */
 
 /** The bucket(s) a pool draws from, as the limiter names them. */
@@ -71,8 +71,8 @@ export interface TokenPoolOptions {
    * partition takes only once it has been fetched again, which the consumer's fetch loop may do up to
    * its fetch wait later (kafkajs sleeps that long when every partition is paused); the pool's turn
    * came meanwhile, and at small bursts the bucket's refill of that lateness is lost once the bucket is
-   * full. So the consumer wakes them this much early, and the first take of a step (`take`'s `first`)
-   * that finds the pool dry for at most this long waits for the refill instead of getting 0.
+   * full. So the consumer wakes them this much early, and the first take of a fetched batch (`take`'s
+   * `first`) that finds the pool dry for at most this long waits for the refill instead of getting 0.
    */
   wakeLeadMs?: number;
   /** Back-off after the limiter failed (Redis unreachable, fail-closed). Default 1000 ms. */
@@ -158,9 +158,9 @@ export class TokenPool {
    * is dry for at most `urgentWithinMs` more, it waits for the refill instead of getting 0 (and is then
    * served before the partitions that refill wakes).
    *
-   * The first take of a partition's step (`first`) waits, in arrival order, for a refill due within the
+   * The first take of a fetched batch (`first`) waits, in arrival order, for a refill due within the
    * wake lead (see {@link TokenPoolOptions.wakeLeadMs}): its partition may have been woken that early.
-   * Later takes of the step get 0 while dry, so that the step ends and its partition pauses.
+   * Other takes get 0 while dry, so that the step ends and its partition pauses.
    */
   take(n: number, options: { urgentWithinMs?: number; first?: boolean } = {}): Promise<number> {
     if (n <= 0 || this.closed) return Promise.resolve(0);

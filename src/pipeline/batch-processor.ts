@@ -168,10 +168,10 @@ export class BatchProcessor {
       payload.isRunning() && !payload.isStale() && !state.revoked && heartbeatFailure === undefined;
     try {
       await this.dedupe(state, items);
-      while (owned()) {
+      for (let firstStep = true; owned(); firstStep = false) {
         const open = state.openItems(items);
         if (open.length === 0) break;
-        const step = await this.step(state, open, { owned, beforeWindow: heartbeat });
+        const step = await this.step(state, open, { owned, beforeWindow: heartbeat, firstStep });
         this.rememberPools(state, step.pools);
         this.resolvePrefix(state, items, payload);
         await payload.commitOffsetsIfNecessary();
@@ -310,7 +310,7 @@ export class BatchProcessor {
   private async step(
     state: PartitionState,
     open: readonly Item[],
-    membership: { owned: () => boolean; beforeWindow: () => Promise<void> },
+    membership: { owned: () => boolean; beforeWindow: () => Promise<void>; firstStep: boolean },
   ): Promise<StepResult> {
     const { owned } = membership;
     const plan = this.plan(state, open);

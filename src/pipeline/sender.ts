@@ -82,6 +82,11 @@ export class Sender {
       urgent?: { count: number; waitMs: number };
       owned?: () => boolean;
       beforeWindow?: () => Promise<void>;
+      /**
+       * The first step of a fetched batch: its partition may have been woken a wake lead before its
+       * pool's turn (TokenPoolOptions.wakeLeadMs), so its first take waits for a refill due that soon.
+       */
+      firstStep?: boolean;
     } = {},
   ): Promise<SendResult> {
     const urgent = options.urgent ?? { count: 0, waitMs: 0 };
@@ -93,10 +98,15 @@ export class Sender {
       await options.beforeWindow?.();
       if (!owned()) break;
       const slice = group.slice(next, next + pool.window);
-      // The step's first take may wait for a refill due shortly: its partition may have been woken
-      // that early (TokenPoolOptions.wakeLeadMs); a later one ends the step while the pool is dry.
+      // Only a batch's first take may wait for its turn (see `firstStep`). Any other take that finds
+      // the pool dry ends the step, and the partition pauses: a step that waited in place instead
+      // would hold kafkajs' fetch loop, and the other partitions' new records, until its batch is sent.
       const takeOptions =
-        next < urgent.count ? { urgentWithinMs: urgent.waitMs } : next === 0 ? { first: true } : {};
+        next < urgent.count
+          ? { urgentWithinMs: urgent.waitMs }
+          : next === 0 && options.firstStep
+            ? { first: true }
+            : {};
       const granted = await this.deps.observer.acquire(
         pool,
         slice.length,

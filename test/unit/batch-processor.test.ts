@@ -468,6 +468,25 @@ describe('BatchProcessor', () => {
     expect(r.pauses[0]).toBe(`pause ${TOPIC}:0`);
   });
 
+  it("lets only a batch's first step wait for its turn: a later step that finds the pool dry pauses the partition rather than holding the fetch", async () => {
+    const r = rig({ tokens: 0, dryWaitMs: 50, wakeLeadMs: 10_000 });
+    expect(await r.pool.take(1)).toBe(0); // dry for 50 ms
+    // From now on every ask finds one token: each refill, waited for, would send one more event.
+    const acquire = r.source.acquire.bind(r.source);
+    r.source.acquire = async (buckets, n) => {
+      r.source.tokens = 1;
+      return acquire(buckets, n);
+    };
+    const batch = payloadOf(
+      TOPIC,
+      [0, 1, 2, 3].map((i) => message(i, event(`e${i}`))),
+    );
+    await r.processor.eachBatch(batch.payload);
+    expect(r.providers.fcm.sent).toEqual(['e0']);
+    expect(batch.calls.resolved).toEqual(['0']);
+    expect(r.pauses[0]).toBe(`pause ${TOPIC}:0`);
+  });
+
   it("reads a partition read to its end again soon while another of its pools could send, not only at the starved pool's refill", async () => {
     // FCM's pool is dry for a minute; APNs' has tokens.
     const r = rig({ tokens: 0, dryWaitMs: 60_000, apnsTokens: 100 });
