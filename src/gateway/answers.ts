@@ -6,6 +6,8 @@ import { BODY_ERRORS } from './json-body.ts';
 
 /** The one route of the API. */
 export const INGEST = '/v1/notifications';
+/** The methods the ingest route answers (its Allow field). */
+const INGEST_METHODS = 'OPTIONS, POST';
 
 /** A JSON error answer: a machine-readable kind and a message that names the problem. */
 export interface ErrorBody {
@@ -112,15 +114,19 @@ export function bodyRefusalAnswers(
 
 /**
  * The answer to a request for anything but the ingest route, in the API's own error shape. The ingest
- * path names the one method it takes. A POST gets a 404 only on another spelling of the path
+ * path names the methods it takes, and OPTIONS of it or of the server (`*`) is answered with them. A POST gets a 404 only on another spelling of the path
  * (`/v1/../v1/notifications`, which the router does not resolve): the method is right and the route
  * is not.
  */
 export function answerUnrouted(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  // RFC 9110 §9.3.7: OPTIONS asks what a resource (or, for `*`, the server) takes; its answer is the
+  // Allow field. No CORS fields: the API is for servers, and a browser's preflight fails as it should.
+  if (request.method === 'OPTIONS' && (request.url === '*' || pathOf(request.url) === INGEST))
+    return reply.code(204).header('allow', INGEST_METHODS).send();
   if (request.method !== 'POST' && pathOf(request.url) === INGEST) {
     return reply
       .code(405)
-      .header('allow', 'POST')
+      .header('allow', INGEST_METHODS)
       .send({ error: 'method-not-allowed', message: `${INGEST} takes POST only` });
   }
   return reply.code(404).send({ error: 'not-found', message: `no such route; the API is POST ${INGEST}` });

@@ -31,7 +31,7 @@ export function credentialFieldLines(rawHeaders: readonly string[]): number {
 /** Who a request is. */
 export type Authentication =
   | { ok: true; tenant: string }
-  | { ok: false; reason: 'missing' | 'unknown'; message: string };
+  | { ok: false; reason: 'missing' | 'unknown' | 'malformed'; message: string };
 
 /** The configured keys (by hash) and the tenant each belongs to. */
 export class ApiKeys {
@@ -55,6 +55,13 @@ export class ApiKeys {
     'x-api-key'?: string | string[] | undefined;
   }): Authentication {
     const key = presentedKey(headers);
+    if (key === MALFORMED_BEARER) {
+      return {
+        ok: false,
+        reason: 'malformed',
+        message: 'the Authorization field is not "Bearer <key>": one key, no spaces in it',
+      };
+    }
     if (key === undefined) {
       return {
         ok: false,
@@ -68,14 +75,23 @@ export class ApiKeys {
   }
 }
 
+/** What {@link presentedKey} answers for a Bearer field that holds no key or more than one word. */
+const MALFORMED_BEARER = Symbol('malformed bearer credentials');
+
+/**
+ * The key a request presents. A field of the Bearer scheme must hold exactly one key (RFC 6750 §2.1,
+ * `"Bearer" 1*SP b64token`); one that does not is malformed (§3.1 `invalid_request`), never read as
+ * no key. A field of another scheme is no Bearer key at all (§3.1: an unsupported method is a missing
+ * credential), and `X-API-Key` may still name one.
+ */
 function presentedKey(headers: {
   authorization?: string | undefined;
   'x-api-key'?: string | string[] | undefined;
-}): string | undefined {
+}): string | typeof MALFORMED_BEARER | undefined {
   const authorization = headers.authorization;
-  if (authorization !== undefined) {
+  if (authorization !== undefined && /^Bearer(?:\s|$)/i.test(authorization)) {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-    if (match) return match[1];
+    return match ? match[1] : MALFORMED_BEARER;
   }
   const header = headers['x-api-key'];
   const value = Array.isArray(header) ? header[0] : header;

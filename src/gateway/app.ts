@@ -147,6 +147,15 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
       );
     }
     const auth = apiKeys.authenticate(request.headers);
+    if (!auth.ok && auth.reason === 'malformed') {
+      return answer(
+        request,
+        reply,
+        400,
+        { error: 'malformed-api-key', message: auth.message },
+        { 'www-authenticate': 'Bearer realm="aqueduct", error="invalid_request"', ...BEFORE_BODY },
+      );
+    }
     if (!auth.ok) {
       // RFC 6750 §3.1: no error code when no credentials were sent, `invalid_token` for an unknown one.
       const challenge =

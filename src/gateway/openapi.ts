@@ -28,6 +28,7 @@ function errorTypes(options: OpenApiOptions) {
       'body-too-fragmented':
         'the body came in more pieces (chunks, or packets) than its size allows: more than the body limit / 256, at least 1024; the connection is closed.',
       'ambiguous-api-key': `more than one API key: two \`Authorization\` fields, two \`X-API-Key\` fields, or one of each (\`WWW-Authenticate\` says \`error="invalid_request"\`); ${beforeBody}.`,
+      'malformed-api-key': `an \`Authorization: Bearer\` field with no key or more than one word (\`WWW-Authenticate\` says \`error="invalid_request"\`); ${beforeBody}.`,
       'bad-request':
         'the request breaks HTTP/1.1 framing (two different `Content-Length`s, `Transfer-Encoding` with `Content-Length` or not ending in `chunked`, a bad chunk, `Transfer-Encoding` in HTTP/1.0, a target with a fragment or a `%` not followed by two hex digits), has no `Host` field in HTTP/1.1, more than one or an invalid one, or more than one `Content-Type`; answered before any route, and the connection is closed.',
     },
@@ -40,7 +41,7 @@ function errorTypes(options: OpenApiOptions) {
     },
     '405': {
       'method-not-allowed':
-        'any method but POST on this path, and `CONNECT` to any target (nothing here tunnels; the connection is closed); `Allow: POST`.',
+        'any method but POST and OPTIONS on this path (`Allow: OPTIONS, POST`), and `CONNECT` to any target (nothing here tunnels; the connection is closed; `Allow: POST`).',
     },
     '408': {
       'request-timeout': 'the headers and body did not all arrive in time; the connection is closed.',
@@ -148,6 +149,19 @@ export function openApiDocument(options: OpenApiOptions): Json {
     security: [{ bearer: [] }, { apiKey: [] }],
     paths: {
       '/v1/notifications': {
+        options: {
+          operationId: 'notificationsOptions',
+          summary: 'The methods this path takes',
+          description:
+            'Answered before authentication, for this path and for the server as a whole (`OPTIONS *`). No CORS fields: the API is for servers.',
+          security: [],
+          responses: {
+            '204': {
+              description: 'No content; `Allow` lists the methods.',
+              headers: { Allow: { description: '`OPTIONS, POST`', schema: { type: 'string' } } },
+            },
+          },
+        },
         post: {
           operationId: 'submitNotifications',
           summary: 'Submit one notification or a batch',
@@ -191,7 +205,10 @@ export function openApiDocument(options: OpenApiOptions): Json {
             '403': problem('403', "An event names a tenant other than the API key's.", rateLimitHeaders),
             '404': problem('404', 'No such route.'),
             '405': problem('405', 'A method this path does not take.', {
-              Allow: { description: 'The one method the API takes: `POST`.', schema: { const: 'POST' } },
+              Allow: {
+                description: 'The methods the path takes: `OPTIONS, POST` (`POST` for a `CONNECT`).',
+                schema: { type: 'string' },
+              },
             }),
             '408': problem('408', 'The request did not arrive in time; the connection is closed.'),
             '413': problem('413', 'The body, the batch or one event is too large.', rateLimitHeaders),

@@ -268,6 +268,13 @@ describe('gateway on real Kafka and Redis', () => {
     );
     expect(twice).toMatch(/^HTTP\/1\.1 400 /);
     expect(JSON.parse(twice.split('\r\n\r\n')[1] ?? '')).toMatchObject({ error: 'ambiguous-api-key' });
+    // A Bearer field that is not one key is malformed (RFC 6750 §3.1), not a missing key.
+    const spaced = await gw.post(sampleEvent('k-7'), {
+      headers: { authorization: `Bearer ${GLOBEX} extra` },
+    });
+    expect(spaced.status).toBe(400);
+    expect(spaced.body.error).toBe('malformed-api-key');
+    expect(spaced.headers.get('www-authenticate')).toBe('Bearer realm="aqueduct", error="invalid_request"');
     // Checked before the body is read: an unknown caller gets 401 even for an oversize body.
     const oversize = await gw.post('x'.repeat(100_000), { key: 'not-a-key' });
     expect(oversize.status).toBe(401);
@@ -303,8 +310,17 @@ describe('gateway on real Kafka and Redis', () => {
     for (const method of ['GET', 'PUT', 'DELETE', 'HEAD']) {
       const answer = await fetch(`${gw.gateway.url}/v1/notifications`, { method });
       expect(answer.status, method).toBe(405);
-      expect(answer.headers.get('allow'), method).toBe('POST');
+      expect(answer.headers.get('allow'), method).toBe('OPTIONS, POST');
     }
+    // OPTIONS of the path or of the server (RFC 9110 §9.3.7) names the methods, with no key asked.
+    const options = await fetch(`${gw.gateway.url}/v1/notifications`, { method: 'OPTIONS' });
+    expect([options.status, options.headers.get('allow')]).toEqual([204, 'OPTIONS, POST']);
+    const server = await sendRaw(
+      gw.gateway.port,
+      'OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+    );
+    expect(server).toMatch(/^HTTP\/1\.1 204 /);
+    expect(server.toLowerCase()).toContain('\r\nallow: options, post\r\n');
     // The absolute form of a request target (RFC 9112 §3.2.2), which a server must accept, too.
     const absolute = await sendRaw(
       gw.gateway.port,

@@ -206,6 +206,22 @@ describe('gateway: API keys', () => {
     });
     expect(keys.authenticate({})).toMatchObject({ ok: false, reason: 'missing' });
   });
+
+  it('reads a Bearer field without exactly one key as malformed, never as no key (RFC 6750 §2.1, §3.1)', () => {
+    const keys = new ApiKeys(new Map([[hashApiKey('k-acme'), 'acme']]));
+    for (const authorization of ['Bearer', 'Bearer ', 'bearer k-acme extra', 'Bearer k-acme k-acme']) {
+      expect(keys.authenticate({ authorization, 'x-api-key': 'k-acme' }), authorization).toMatchObject({
+        ok: false,
+        reason: 'malformed',
+      });
+    }
+    expect(keys.authenticate({ authorization: 'BEARER  k-acme ' })).toEqual({ ok: true, tenant: 'acme' });
+    // Another scheme carries no Bearer key; the other field may.
+    expect(keys.authenticate({ authorization: 'Bearerish k', 'x-api-key': 'k-acme' })).toEqual({
+      ok: true,
+      tenant: 'acme',
+    });
+  });
 });
 
 describe('gateway: configuration', () => {
