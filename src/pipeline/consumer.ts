@@ -70,8 +70,12 @@ export class NotificationConsumer {
 
   /** Tenant fairness (undefined when off). */
   private readonly parking: Parking | undefined;
-  /** Partitions of the main topic. */
-  private readonly partitionCount: number;
+  /** Partitions of the main topic, as last read (at start, then at each join of the group). */
+  private partitionCount: number;
+  /** Joins of the main group so far: a count read for an earlier join is not applied after a later one. */
+  private mainJoins = 0;
+  /** The partition count being read after a join, if one is (stop waits for it, see fleetShareAfterJoin). */
+  private partitionCountRead: Promise<void> | undefined;
 
   private constructor(
     options: NotificationConsumerOptions,
@@ -258,6 +262,43 @@ export class NotificationConsumer {
     await Promise.all(this.members.map((member) => this.startConsuming(member)));
   }
 
+  /**
+   * Tells the fair shares which part of the main topic's partitions this process holds after a join:
+   * at once with the count last read, then with the topic's count read anew, since a join may follow
+   * partitions added to the topic (which this process's part of the provider's rate depends on).
+   */
+  private fleetShareAfterJoin(assigned: number): void {
+    const parking = this.parking;
+    if (!parking) return;
+    parking.assigned(assigned, this.partitionCount);
+    const join = ++this.mainJoins;
+    this.partitionCountRead = this.readPartitionCount().then((count) => {
+      if (count === undefined || join !== this.mainJoins || count === this.partitionCount) return;
+      this.deps.logger.info(
+        { topic: this.topics.main, partitions: count, before: this.partitionCount },
+        'the topic has a new partition count',
+      );
+      this.partitionCount = count;
+      parking.assigned(assigned, count);
+    });
+  }
+
+  /** The main topic's partition count from the brokers, or undefined when they could not say. */
+  private async readPartitionCount(): Promise<number | undefined> {
+    const admin = this.deps.kafka.admin();
+    try {
+      await admin.connect();
+      const [metadata] = (await admin.fetchTopicMetadata({ topics: [this.topics.main] })).topics;
+      return metadata && metadata.partitions.length > 0 ? metadata.partitions.length : undefined;
+    } catch (error) {
+      // The count read before stays: it only sets how much of the rate the fair shares assume is ours.
+      this.deps.logger.debug({ err: errorSummary(error) }, 'could not read the partition count');
+      return undefined;
+    } finally {
+      await admin.disconnect().catch(() => {});
+    }
+  }
+
   private watch(member: GroupMember): void {
     const { logger } = this.deps;
     const { consumer } = member;
@@ -272,7 +313,7 @@ export class NotificationConsumer {
       // second, more when a provider is slow). A process's first join skips it (no extra Redis calls).
       if (member.joins++ > 0) this.processor.recheckAssignedFor(this.options.recheckAfterRejoinMs);
       if (member.name === 'main')
-        this.parking?.assigned(payload.memberAssignment[this.topics.main]?.length ?? 0, this.partitionCount);
+        this.fleetShareAfterJoin(payload.memberAssignment[this.topics.main]?.length ?? 0);
       member.joined = true;
       logger.info(
         { assignment: payload.memberAssignment, leader: payload.isLeader },
@@ -421,6 +462,7 @@ export class NotificationConsumer {
         // The last steps' done-marks are not waited for by the steps themselves: they land before Redis
         // is let go.
         await this.processor.marksSettled();
+        await this.partitionCountRead;
         if (stuck.length === 0) await Promise.all(this.members.map((member) => member.consumer.disconnect()));
         await this.pools.closeAll();
         await this.producer.disconnect();
