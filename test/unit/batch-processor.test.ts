@@ -452,7 +452,7 @@ describe('BatchProcessor', () => {
     expect(r.processor.pausedCount()).toBe(0);
   });
 
-  it("lets a step's first take wait for a refill due within the pool's wake lead (its partition may have been woken that early), and ends the step at a later dry take", async () => {
+  it("lets a fetched batch's first take wait for a refill due within the pool's wake lead (its partition may have been woken that early), and ends the step at a later dry take", async () => {
     const r = rig({ tokens: 0, dryWaitMs: 300, wakeLeadMs: 10_000 });
     expect(await r.pool.take(1)).toBe(0); // dry for 300 ms
     r.source.tokens = 1; // what the refill finds
