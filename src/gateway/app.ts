@@ -32,6 +32,11 @@ export interface GatewayAppOptions {
   maxBatch: number;
   /** Largest body in bytes (413 beyond). */
   maxBodyBytes: number;
+  /**
+   * Bytes all bodies being read may hold together beyond each one's first event's worth (503 beyond;
+   * default: 64 bodies of `maxBodyBytes`, see BodyMemory).
+   */
+  bodyMemoryBytes?: number;
   /** Retry-After of a 503 (seconds). */
   retryAfterSeconds: number;
   /** How long slow clients may hold a connection (defaults: DEFAULT_CONNECTION_LIMITS in bounded-server.ts). */
@@ -61,7 +66,7 @@ export function buildGatewayApp(options: GatewayAppOptions): FastifyInstance {
   });
   // Only JSON is an event; fastify would otherwise hand a text/plain body over as a string.
   app.removeContentTypeParser('text/plain');
-  acceptUtf8Json(app);
+  acceptUtf8Json(app, options.bodyMemoryBytes);
   // A client that asks `Expect: 100-continue` is told to send its body only once its key and its
   // request's admission unit are checked (Node would say "continue" to everyone at once): a refused
   // caller's body never crosses the network.

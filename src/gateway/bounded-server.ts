@@ -27,15 +27,21 @@ export interface ConnectionLimits {
    * whole, or is closed at once when all of them do.
    */
   maxConnections: number;
+  /**
+   * Most requests of one connection received and not yet answered; the one beyond is answered 429 and
+   * the connection closed (see boundPipelining).
+   */
+  maxPipelined: number;
 }
 
-/** The settings' defaults (AQUEDUCT_GATEWAY_*_TIMEOUT_MS, AQUEDUCT_GATEWAY_MAX_CONNECTIONS). */
+/** The settings' defaults (AQUEDUCT_GATEWAY_*_TIMEOUT_MS, AQUEDUCT_GATEWAY_MAX_CONNECTIONS, …_MAX_PIPELINED). */
 export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   requestTimeoutMs: 20_000,
   headersTimeoutMs: 10_000,
   keepAliveTimeoutMs: 5_000,
   connectionTimeoutMs: 30_000,
   maxConnections: 4096,
+  maxPipelined: DEFAULT_PIPELINING.pending,
 };
 
 /** Options of {@link boundedFastify} besides its limits. */
@@ -115,7 +121,7 @@ export function boundedFastify(
             Math.min(1000, Math.floor(Math.min(l.headersTimeoutMs, l.requestTimeoutMs) / 4)),
           ),
         },
-        boundPipelining(handler, DEFAULT_PIPELINING, onRefused),
+        boundPipelining(handler, { pending: l.maxPipelined }, onRefused),
       );
       server.keepAliveTimeout = l.keepAliveTimeoutMs;
       server.setTimeout(l.connectionTimeoutMs);

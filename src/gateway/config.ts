@@ -152,6 +152,11 @@ export const gatewayConfigSchema = configSchema
       .describe(
         'Most open connections to the API port; a further one takes the place of the oldest holding no request received whole (idle, or still sending its request), or is closed at once when every one holds one.',
       ),
+    AQUEDUCT_GATEWAY_MAX_PIPELINED: numberSetting(positiveInt.max(65_536))
+      .default(256)
+      .describe(
+        'Most requests of one connection received and not yet answered; the one beyond is answered 429 `too-many-pipelined` and the connection closed.',
+      ),
     AQUEDUCT_GATEWAY_API_KEYS: jsonObject(apiKeyMap)
       .optional()
       .describe(
@@ -163,6 +168,11 @@ export const gatewayConfigSchema = configSchema
     AQUEDUCT_GATEWAY_MAX_BODY_BYTES: numberSetting(positiveInt)
       .default(1024 * 1024)
       .describe('Largest request body in bytes (413 beyond it).'),
+    AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES: numberSetting(positiveInt)
+      .optional()
+      .describe(
+        "Bytes all request bodies being read may hold together, beyond each body's first 16 KiB (one event, never refused); a body finding it full is answered 503 and its connection closed. Default: 64 × AQUEDUCT_GATEWAY_MAX_BODY_BYTES.",
+      ),
     AQUEDUCT_GATEWAY_PRODUCE_TIMEOUT_MS: numberSetting(positiveInt.max(MAX_TIMER_MS))
       .default(5000)
       .describe('A Kafka write not acknowledged within this time answers 503 (never 202).'),

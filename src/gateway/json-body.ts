@@ -28,7 +28,10 @@ export const BODY_ERRORS = {
   noMemory: 'AQUEDUCT_BODY_MEMORY_FULL',
 } as const;
 
-/** How many bodies of the largest size may be read at once (beyond each one's first event's worth). */
+/**
+ * How many bodies of the largest size may be read at once (beyond each one's first event's worth),
+ * unless AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES says otherwise.
+ */
 export const BODIES_READ_AT_ONCE = 64;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -39,10 +42,13 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  * refusing prototype-poisoning keys), telling such a refusal of valid JSON apart from invalid JSON.
  * The text is parsed a second time only on that error path.
  */
-export function acceptUtf8Json(app: FastifyInstance): void {
+export function acceptUtf8Json(app: FastifyInstance, bodyMemoryBytes?: number): void {
   const secureParse = app.getDefaultJsonParser('error', 'error');
   const appLimit = app.initialConfig.bodyLimit ?? 1_048_576;
-  const memory = new BodyMemory(BODIES_READ_AT_ONCE * appLimit, EVENT_LIMITS.maxMessageBytes);
+  const memory = new BodyMemory(
+    bodyMemoryBytes ?? BODIES_READ_AT_ONCE * appLimit,
+    EVENT_LIMITS.maxMessageBytes,
+  );
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', (request, payload, done) => {
     const limit = request.routeOptions.bodyLimit ?? appLimit;

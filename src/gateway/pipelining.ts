@@ -21,7 +21,7 @@ export interface PipeliningLimits {
   pending: number;
 }
 
-/** What a pipelining client gets by default: a few hundred requests waiting. */
+/** What a pipelining client gets by default (AQUEDUCT_GATEWAY_MAX_PIPELINED): a few hundred requests waiting. */
 export const DEFAULT_PIPELINING: PipeliningLimits = { pending: 256 };
 
 type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void;

@@ -137,6 +137,7 @@ export async function startGateway(
     logger,
     maxBatch: config.AQUEDUCT_GATEWAY_MAX_BATCH,
     maxBodyBytes: config.AQUEDUCT_GATEWAY_MAX_BODY_BYTES,
+    bodyMemoryBytes: config.AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES,
     retryAfterSeconds: config.AQUEDUCT_GATEWAY_RETRY_AFTER_SECONDS,
     connections: {
       requestTimeoutMs: config.AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS,
@@ -144,6 +145,7 @@ export async function startGateway(
       keepAliveTimeoutMs: config.AQUEDUCT_GATEWAY_KEEP_ALIVE_TIMEOUT_MS,
       connectionTimeoutMs: config.AQUEDUCT_GATEWAY_CONNECTION_TIMEOUT_MS,
       maxConnections: config.AQUEDUCT_GATEWAY_MAX_CONNECTIONS,
+      maxPipelined: config.AQUEDUCT_GATEWAY_MAX_PIPELINED,
     },
     ...(options.newId ? { newId: options.newId } : {}),
   });

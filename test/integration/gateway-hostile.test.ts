@@ -54,6 +54,37 @@ describe('gateway against clients holding its memory', () => {
     }
   });
 
+  it('holds the bodies being read to AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES when it is set', async () => {
+    // Two large bodies' worth: 2 × 64 KiB / (60 012 - 16 KiB) = 3.004, so at most 3 of 10 stalled bodies
+    // fit (the default, 64 large bodies, holds all 10).
+    const small = await startTestGateway({
+      keys: { [KEY]: 'acme' },
+      env: {
+        AQUEDUCT_GATEWAY_MAX_BODY_BYTES: String(MAX_BODY_BYTES),
+        AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES: String(2 * MAX_BODY_BYTES),
+      },
+    });
+    const head = `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: ${MAX_BODY_BYTES}\r\n\r\n`;
+    const stalled: Array<{ socket: Socket; answer: string }> = [];
+    try {
+      for (let i = 0; i < 10; i++) {
+        const socket = connect(small.gateway.port, '127.0.0.1');
+        const client = { socket, answer: '' };
+        socket.on('data', (chunk: Buffer) => {
+          client.answer += chunk.toString('utf8');
+        });
+        socket.on('error', () => {});
+        socket.write(`${head}{"events": [${' '.repeat(60_000)}`);
+        stalled.push(client);
+      }
+      const refused = () => stalled.filter((client) => client.answer.startsWith('HTTP/1.1 503 '));
+      await vi.waitFor(() => expect(refused().length).toBeGreaterThanOrEqual(7), { timeout: 15_000 });
+    } finally {
+      for (const { socket } of stalled) socket.destroy();
+      await small.close();
+    }
+  });
+
   it('serves nothing pipelined behind a request whose answer closes the connection', async () => {
     const before = await countMessages(gw.kafka, gw.topic);
     const head = `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\n`;

@@ -44,58 +44,64 @@ describe('bounded server: shutting down', () => {
 });
 
 describe('bounded server: pipelining', () => {
-  it('works on the pipelined requests of a connection one at a time, answers them in order, and refuses those beyond what may wait with 429 before closing', async () => {
-    const refused: number[] = [];
-    const app = boundedFastify({}, { onRefused: (status) => refused.push(status) });
-    let release: () => void = () => {};
-    const held = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let inApp = 0;
-    let mostInApp = 0;
-    let handled = 0;
-    app.get('/held/:n', async (request) => {
-      inApp += 1;
-      handled += 1;
-      mostInApp = Math.max(mostInApp, inApp);
-      await held;
-      inApp -= 1;
-      return { n: Number((request.params as { n: string }).n) };
-    });
-    await app.listen({ host: '127.0.0.1', port: 0 });
-    const { port } = app.server.address() as { port: number };
-    try {
-      const socket = connect(port, '127.0.0.1');
-      let received = '';
-      socket.on('data', (chunk: Buffer) => {
-        received += chunk.toString('utf8');
+  it.each([
+    ['by default', {}, 256],
+    ['with maxPipelined (AQUEDUCT_GATEWAY_MAX_PIPELINED)', { maxPipelined: 10 }, 10],
+  ])(
+    'works on the pipelined requests of a connection one at a time, answers them in order, and refuses those beyond what may wait with 429 before closing, %s',
+    async (_name, limits, pending) => {
+      const refused: number[] = [];
+      const app = boundedFastify(limits, { onRefused: (status) => refused.push(status) });
+      let release: () => void = () => {};
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
       });
-      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-      // 300 requests in one write: Node parses all that one read brings in at once.
-      socket.write(
-        Array.from({ length: 300 }, (_, n) => `GET /held/${n} HTTP/1.1\r\nHost: x\r\n\r\n`).join(''),
-      );
-      await vi.waitFor(() => expect(handled).toBe(1));
-      release();
-      await closed;
+      let inApp = 0;
+      let mostInApp = 0;
+      let handled = 0;
+      app.get('/held/:n', async (request) => {
+        inApp += 1;
+        handled += 1;
+        mostInApp = Math.max(mostInApp, inApp);
+        await held;
+        inApp -= 1;
+        return { n: Number((request.params as { n: string }).n) };
+      });
+      await app.listen({ host: '127.0.0.1', port: 0 });
+      const { port } = app.server.address() as { port: number };
+      try {
+        const socket = connect(port, '127.0.0.1');
+        let received = '';
+        socket.on('data', (chunk: Buffer) => {
+          received += chunk.toString('utf8');
+        });
+        const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+        // 300 requests in one write: Node parses all that one read brings in at once.
+        socket.write(
+          Array.from({ length: 300 }, (_, n) => `GET /held/${n} HTTP/1.1\r\nHost: x\r\n\r\n`).join(''),
+        );
+        await vi.waitFor(() => expect(handled).toBe(1));
+        release();
+        await closed;
 
-      expect(mostInApp).toBe(1);
-      const answers = received.split(/(?=HTTP\/1\.1 \d{3} )/);
-      expect(answers).toHaveLength(257);
-      expect(answers.slice(0, 256).map((answer) => JSON.parse(answer.split('\r\n\r\n')[1] ?? ''))).toEqual(
-        Array.from({ length: 256 }, (_, n) => ({ n })),
-      );
-      const last = answers[256] ?? '';
-      expect(last.slice(0, 12)).toBe('HTTP/1.1 429');
-      expect(last.toLowerCase()).toContain('connection: close');
-      expect(JSON.parse(last.split('\r\n\r\n')[1] ?? '')).toMatchObject({ error: 'too-many-pipelined' });
-      expect(handled).toBe(256);
-      expect(refused).toEqual([429]);
-    } finally {
-      release();
-      await app.close();
-    }
-  });
+        expect(mostInApp).toBe(1);
+        const answers = received.split(/(?=HTTP\/1\.1 \d{3} )/);
+        expect(answers).toHaveLength(pending + 1);
+        expect(
+          answers.slice(0, pending).map((answer) => JSON.parse(answer.split('\r\n\r\n')[1] ?? '')),
+        ).toEqual(Array.from({ length: pending }, (_, n) => ({ n })));
+        const last = answers[pending] ?? '';
+        expect(last.slice(0, 12)).toBe('HTTP/1.1 429');
+        expect(last.toLowerCase()).toContain('connection: close');
+        expect(JSON.parse(last.split('\r\n\r\n')[1] ?? '')).toMatchObject({ error: 'too-many-pipelined' });
+        expect(handled).toBe(pending);
+        expect(refused).toEqual([429]);
+      } finally {
+        release();
+        await app.close();
+      }
+    },
+  );
 });
 
 describe('bounded server: the connection cap', () => {

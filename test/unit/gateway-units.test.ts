@@ -234,6 +234,8 @@ describe('gateway: configuration', () => {
       AQUEDUCT_GATEWAY_TENANT_LIMITS: '{"big": {"rate": 1000, "burst": 5000}, "small": {"rate": 0.5}}',
     });
     expect(config.AQUEDUCT_GATEWAY_PORT).toBe(8080);
+    expect(config.AQUEDUCT_GATEWAY_MAX_PIPELINED).toBe(256);
+    expect(config.AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES).toBeUndefined();
     expect([...apiKeyHashes(config)]).toEqual([[hash, 'acme']]);
     expect(defaultTenantLimit(config)).toEqual({ rate: 50, burst: 50 });
     expect([...tenantLimitOverrides(config)]).toEqual([
@@ -274,6 +276,8 @@ describe('gateway: configuration', () => {
       /AQUEDUCT_GATEWAY_TENANT_LIMITS\.acme\.rate: /,
     ],
     [{ AQUEDUCT_GATEWAY_MAX_BATCH: '0' }, /AQUEDUCT_GATEWAY_MAX_BATCH: /],
+    [{ AQUEDUCT_GATEWAY_MAX_PIPELINED: '0' }, /AQUEDUCT_GATEWAY_MAX_PIPELINED: /],
+    [{ AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES: '1.5' }, /AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES: /],
     [{ AQUEDUCT_TENANT_RATE: 'fast' }, /AQUEDUCT_TENANT_RATE: /],
   ])('names the bad field of %j', (env, message) => {
     expect(() => loadGatewayConfig(env)).toThrow(message);
