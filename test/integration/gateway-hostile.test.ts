@@ -8,6 +8,24 @@ import { sampleEvent, sendRaw, startTestGateway, type TestGateway } from '../hel
 const KEY = 'key-hostile-0123456789';
 const MAX_BODY_BYTES = 64 * 1024;
 
+/**
+ * `count` clients that each send the head of a request with the largest body and most of that body
+ * (60 012 of its 64 KiB), then stall; each one's answer collects as it comes.
+ */
+function stallLargeBodies(port: number, count: number): Array<{ socket: Socket; answer: string }> {
+  const head = `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: ${MAX_BODY_BYTES}\r\n\r\n`;
+  return Array.from({ length: count }, () => {
+    const socket = connect(port, '127.0.0.1');
+    const client = { socket, answer: '' };
+    socket.on('data', (chunk: Buffer) => {
+      client.answer += chunk.toString('utf8');
+    });
+    socket.on('error', () => {});
+    socket.write(`${head}{"events": [${' '.repeat(60_000)}`);
+    return client;
+  });
+}
+
 describe('gateway against clients holding its memory', () => {
   let gw: TestGateway;
 
@@ -25,19 +43,8 @@ describe('gateway against clients holding its memory', () => {
   it('refuses with 503 the large bodies beyond what may be read at once, and still takes a single event meanwhile', async () => {
     // 64 bodies of the largest size may be read at once (beyond each one's first 16 KiB); 150 clients
     // each send most of a large body and then stall.
-    const head = `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: ${MAX_BODY_BYTES}\r\n\r\n`;
-    const stalled: Array<{ socket: Socket; answer: string }> = [];
+    const stalled = stallLargeBodies(gw.gateway.port, 150);
     try {
-      for (let i = 0; i < 150; i++) {
-        const socket = connect(gw.gateway.port, '127.0.0.1');
-        const client = { socket, answer: '' };
-        socket.on('data', (chunk: Buffer) => {
-          client.answer += chunk.toString('utf8');
-        });
-        socket.on('error', () => {});
-        socket.write(`${head}{"events": [${' '.repeat(60_000)}`);
-        stalled.push(client);
-      }
       const refused = () => stalled.filter((client) => client.answer.startsWith('HTTP/1.1 503 '));
       // At most 64 × 64 KiB / (60 000 - 16 KiB) = 96 of them fit.
       await vi.waitFor(() => expect(refused().length).toBeGreaterThanOrEqual(54), { timeout: 15_000 });
@@ -64,19 +71,8 @@ describe('gateway against clients holding its memory', () => {
         AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES: String(2 * MAX_BODY_BYTES),
       },
     });
-    const head = `POST /v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: ${MAX_BODY_BYTES}\r\n\r\n`;
-    const stalled: Array<{ socket: Socket; answer: string }> = [];
+    const stalled = stallLargeBodies(small.gateway.port, 10);
     try {
-      for (let i = 0; i < 10; i++) {
-        const socket = connect(small.gateway.port, '127.0.0.1');
-        const client = { socket, answer: '' };
-        socket.on('data', (chunk: Buffer) => {
-          client.answer += chunk.toString('utf8');
-        });
-        socket.on('error', () => {});
-        socket.write(`${head}{"events": [${' '.repeat(60_000)}`);
-        stalled.push(client);
-      }
       const refused = () => stalled.filter((client) => client.answer.startsWith('HTTP/1.1 503 '));
       await vi.waitFor(() => expect(refused().length).toBeGreaterThanOrEqual(7), { timeout: 15_000 });
     } finally {
