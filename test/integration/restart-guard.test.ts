@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenBucketLimiter } from '../../src/limiter/index.ts';
 import { RestartSafeTokenSource } from '../../src/limiter/restart-guard.ts';
@@ -53,15 +53,7 @@ describe('RestartSafeTokenSource on a Redis Cluster', () => {
     const { local, client: cluster, stop } = await privateCluster(3);
     try {
       const bucket = { name: 'fcm', rate: 10, capacity: 100 };
-      const losses: string[][] = [];
-      const source = new RestartSafeTokenSource(
-        new TokenBucketLimiter(cluster, { keyPrefix: 'guard' }),
-        cluster,
-        {
-          markerKeyFor: (tag) => `guard:{${tag}}:redis-epoch`,
-          onDataLoss: (buckets) => losses.push([...buckets]),
-        },
-      );
+      const { source, losses } = guardedSource(cluster);
       expect((await source.acquire([bucket], 100)).granted).toBe(100);
 
       // The master of {fcm} crashes and comes back empty; the Cluster client as a whole never
@@ -70,15 +62,7 @@ describe('RestartSafeTokenSource on a Redis Cluster', () => {
       const ranges = (await cluster.cluster('SLOTS')) as unknown as Array<[number, number, [string, number]]>;
       const port = ranges.find(([from, to]) => slot >= from && slot <= to)?.[2][1] as number;
       await local.restartNode(port);
-      const deadline = Date.now() + 20_000;
-      let granted: number | undefined;
-      while (granted === undefined && Date.now() < deadline) {
-        granted = await source.acquire([bucket], 100).then(
-          (answer) => answer.granted,
-          () => undefined,
-        );
-        if (granted === undefined) await sleep(200);
-      }
+      const granted = await firstAnswer(source, bucket, 20_000);
       expect(granted).toBeLessThan(10);
       expect(losses.flat()).toContain('fcm');
     } finally {
@@ -93,15 +77,7 @@ describe('RestartSafeTokenSource on a Redis Cluster with replicas', () => {
     try {
       // One token a second: what the bucket holds after the failover says whether it kept its level.
       const bucket = { name: 'fcm', rate: 1, capacity: 100 };
-      const losses: string[][] = [];
-      const source = new RestartSafeTokenSource(
-        new TokenBucketLimiter(cluster, { keyPrefix: 'guard' }),
-        cluster,
-        {
-          markerKeyFor: (tag) => `guard:{${tag}}:redis-epoch`,
-          onDataLoss: (buckets) => losses.push([...buckets]),
-        },
-      );
+      const { source, losses } = guardedSource(cluster);
       expect((await source.acquire([bucket], 100)).granted).toBe(100);
       const slot = Number(await cluster.cluster('KEYSLOT', 'guard:{fcm}:bucket'));
       const { master } = await local.slotOwner(slot);
@@ -110,15 +86,7 @@ describe('RestartSafeTokenSource on a Redis Cluster with replicas', () => {
       expect(await node.wait(1, 5000)).toBe(1);
       node.disconnect();
       await local.killNode(master);
-      const deadline = Date.now() + 20_000;
-      let granted: number | undefined;
-      while (granted === undefined && Date.now() < deadline) {
-        granted = await source.acquire([bucket], 100).then(
-          (answer) => answer.granted,
-          () => undefined,
-        );
-        if (granted === undefined) await sleep(200);
-      }
+      const granted = await firstAnswer(source, bucket, 20_000);
       // The nodes learn of the failover by gossip: the one asked may see it after the client did.
       await expect
         .poll(async () => (await local.slotOwner(slot)).master, { timeout: 10_000, interval: 200 })
@@ -130,6 +98,38 @@ describe('RestartSafeTokenSource on a Redis Cluster with replicas', () => {
     }
   }, 60_000);
 });
+
+/** A guarded limiter on a Redis Cluster, and the bucket names of each data loss it reports. */
+function guardedSource(cluster: Cluster): { source: RestartSafeTokenSource; losses: string[][] } {
+  const losses: string[][] = [];
+  const source = new RestartSafeTokenSource(
+    new TokenBucketLimiter(cluster, { keyPrefix: 'guard' }),
+    cluster,
+    {
+      markerKeyFor: (tag) => `guard:{${tag}}:redis-epoch`,
+      onDataLoss: (buckets) => losses.push([...buckets]),
+    },
+  );
+  return { source, losses };
+}
+
+/** What the first acquire of 100 that the cluster answers grants, asking again while a node is down. */
+async function firstAnswer(
+  source: RestartSafeTokenSource,
+  bucket: { name: string; rate: number; capacity: number },
+  timeoutMs: number,
+): Promise<number | undefined> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const granted = await source.acquire([bucket], 100).then(
+      (answer) => answer.granted,
+      () => undefined,
+    );
+    if (granted !== undefined) return granted;
+    await sleep(200);
+  }
+  return undefined;
+}
 
 async function waitReady(redis: Redis): Promise<void> {
   const deadline = Date.now() + 10_000;
