@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LocalRedis } from '../../src/services/index.ts';
 import { type FaultResult, type FaultRunOptions, runFaultScenario } from '../../testkit/faults.ts';
 import { FUZZ_KINDS, fuzzMessages } from '../../testkit/fuzz.ts';
+import { throttledFaultRun } from '../helpers/faults.ts';
 
 /**
  * Smoke versions of the fault bench (npm run bench -- faults) on the suite's broker: a few hundred
@@ -26,27 +27,15 @@ afterAll(async () => {
 });
 
 function options(name: string): FaultRunOptions {
-  return {
+  // After the first 100 the 400 events take seconds, so the fault lands mid-stream.
+  return throttledFaultRun({
     name,
-    kafkaBrokers: inject('kafkaBrokers'),
     redisUrl: redis.url,
     events: 400,
-    partitions: 4,
-    consumers: 2,
-    // Throttled: after the first 100 the 400 events take seconds, so the fault lands mid-stream.
-    provider: { rate: 60, burst: 100 },
-    aqueduct: { rate: 60, burst: 50 },
-    deadTokenRatio: 0.02,
     injectAfterDelivered: 200,
-    env: {
-      AQUEDUCT_SESSION_TIMEOUT_MS: '6000',
-      AQUEDUCT_ACQUIRE_CHUNK: '16',
-      AQUEDUCT_SHUTDOWN_TIMEOUT_MS: '10000',
-    },
-    exportSpans: false,
     logDir,
     timeoutMs: 50_000,
-  };
+  });
 }
 
 function expectNothingLostOrLeaked(result: FaultResult): void {

@@ -2,10 +2,11 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LocalRedisCluster } from '../../src/services/index.ts';
 import { type FaultResult, type FaultRunOptions, runFaultScenario } from '../../testkit/faults.ts';
 import type { ConsumerProcess } from '../../testkit/fleet.ts';
+import { throttledFaultRun } from '../helpers/faults.ts';
 
 /**
  * `aqueduct consume` on a Redis Cluster whose slots change hands mid-burst, as on a managed cluster:
@@ -28,28 +29,16 @@ afterEach(async () => {
 });
 
 function options(name: string, nodes: string): FaultRunOptions {
-  return {
+  // The burst takes about 10 s past the first 100, so the fault lands mid-stream.
+  return throttledFaultRun({
     name,
-    kafkaBrokers: inject('kafkaBrokers'),
     redisUrl: '',
     redisClusterNodes: nodes,
-    // Throttled: the burst takes about 10 s past the first 100, so the fault lands mid-stream.
     events: 1200,
-    partitions: 4,
-    consumers: 2,
-    provider: { rate: 60, burst: 100 },
-    aqueduct: { rate: 60, burst: 50 },
-    deadTokenRatio: 0.02,
     injectAfterDelivered: 150,
-    env: {
-      AQUEDUCT_SESSION_TIMEOUT_MS: '6000',
-      AQUEDUCT_ACQUIRE_CHUNK: '16',
-      AQUEDUCT_SHUTDOWN_TIMEOUT_MS: '10000',
-    },
-    exportSpans: false,
     logDir,
     timeoutMs: 45_000,
-  };
+  });
 }
 
 function expectOneOutcomeEach(result: FaultResult, consumers: readonly ConsumerProcess[]): void {
