@@ -6,6 +6,7 @@ import { TokenBucketLimiter } from '../limiter/index.ts';
 import { redactUrl } from '../redact.ts';
 import {
   createRedis,
+  onNodeErrors,
   type RedisClient,
   type RedisConnectionOptions,
   redisErrorSummary,
@@ -151,11 +152,22 @@ async function runInspect(pattern: string, options: InspectOptions): Promise<voi
   redis.on('error', (error: Error) => {
     lastError = error;
   });
+  // A Cluster's nodes report their own errors apart, by the address the cluster announces: the one
+  // that says why when that address cannot be resolved or reached from here.
+  let lastNodeError: string | undefined;
+  onNodeErrors(
+    redis,
+    (error, node) => {
+      lastNodeError = `node ${node}: ${redisErrorSummary(error).message}`;
+    },
+    0,
+  );
+  const why = () => lastNodeError ?? (lastError && redisErrorSummary(lastError).cause);
   try {
     await connected(redis, CONNECT_LIMIT_MS);
   } catch (error) {
     redis.disconnect();
-    const cause = lastError && redisErrorSummary(lastError).cause;
+    const cause = why();
     throw new SetupError(
       `Redis is unreachable at ${target}: ${(error as Error).message}${cause ? ` (${cause})` : ''}`,
       'start Redis there, or set REDIS_URL (or REDIS_CLUSTER_NODES) to the Redis the consumers use.',
@@ -177,7 +189,7 @@ async function runInspect(pattern: string, options: InspectOptions): Promise<voi
   try {
     if (!options.watch) {
       const shot = await snapshot().catch((error: unknown) => {
-        const cause = lastError && redisErrorSummary(lastError).cause;
+        const cause = why();
         throw new SetupError(
           `Redis could not be read at ${target}: ${(error as Error).message}${cause ? ` (${cause})` : ''}`,
           'check that every master of the Redis the consumers use is up (on a Cluster, `redis-cli cluster info` says cluster_state:ok), then run inspect again.',

@@ -220,6 +220,12 @@ describe('the limiter on a Redis Cluster', () => {
       expect(reports.find((report) => report.node.includes('.aqueduct.invalid:'))?.message).toMatch(
         /ENOTFOUND|EAI_AGAIN/,
       );
+      // `aqueduct inspect` names the node and why, rather than only that a connection closed.
+      const error = (await run(node, [cli, 'inspect'], {
+        env: { ...process.env, REDIS_URL: '', REDIS_CLUSTER_NODES: local.nodes },
+      }).catch((e: unknown) => e)) as { code: number; stderr: string };
+      expect(error.code, error.stderr).toBe(2);
+      expect(error.stderr).toMatch(/\(node node\d\.aqueduct\.invalid:\d+: .*(ENOTFOUND|EAI_AGAIN)/);
     } finally {
       client?.disconnect();
       await local.stop();
