@@ -63,11 +63,18 @@ for i = 1, p do
     redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. committed)
   end
   if offsets ~= '' then
+    -- A flush without a commit still adds nothing below the one the set records: it may be an older
+    -- flush, sent again, landing after the commit that passed its offsets.
+    local minimum = floor
+    if minimum == nil then
+      local recorded = redis.call('ZSCORE', KEYS[i], COMMIT)
+      if recorded then minimum = tonumber(recorded) end
+    end
     local args = {}
     for offset in string.gmatch(offsets, '[^,]+') do
       -- An offset the commit has passed (finished in the same flush as the commit) is not added: after a
       -- drain no later commit would trim it.
-      if floor == nil or tonumber(offset) >= floor then
+      if minimum == nil or tonumber(offset) >= minimum then
         args[#args + 1] = offset
         args[#args + 1] = offset
         if #args >= 2000 then

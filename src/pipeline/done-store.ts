@@ -120,8 +120,9 @@ export interface DoneStoreOptions {
    */
   timeoutMs?: number;
   /**
-   * How long a flush of marks that Redis could not take (ScriptUnavailableError) is sent again, in ms,
-   * before its marks are given up. Default 30 000; 0: sent once. A Redis Cluster refuses calls for
+   * How long a flush of marks that Redis refused (ScriptUnavailableError) is sent again, in ms, before
+   * its marks are given up; a flush waits for an answer for this long, or `timeoutMs` if longer.
+   * Default 30 000; 0: sent once. A Redis Cluster refuses calls for
    * seconds while losing nothing: through a failover (until a replica has taken over the master's
    * slots: Redis' default cluster-node-timeout is 15 s) and while a slot moves between masters
    * (TRYAGAIN, as long as a call's keys are split between them). A mark given up leaves the event's key
@@ -195,7 +196,8 @@ export class DoneStore {
     if (!(timeoutMs >= 0 && timeoutMs <= 2_147_483_647))
       throw new RangeError(`timeoutMs must be a number of ms in [0, 2^31 - 1], got ${timeoutMs}`);
     this.dedupeCheck = mappedErrors(redis, 'dedupeCheck', timeoutMs);
-    this.dedupeMark = mappedErrors(redis, 'dedupeMark', timeoutMs);
+    // A mark's wait is bounded by markRetried, which never sends a call again while one is unanswered.
+    this.dedupeMark = mappedErrors(redis, 'dedupeMark', 0);
     this.dedupeForget = mappedErrors(redis, 'dedupeForget', timeoutMs);
   }
 
@@ -482,28 +484,58 @@ export class DoneStore {
       args.push(lists.map((list) => list.length).join(','), blob);
       return this.markRetried(args);
     });
-    await Promise.all(calls);
+    // Every call ends (lands or gives up) before the flush does: settled() promises a hand-over that.
+    const failed = (await Promise.allSettled(calls)).find((result) => result.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   /**
-   * One mark call, sent again after 0.1 s, doubling to 2 s, while Redis cannot take it, until
-   * `markRetryMs` has passed. Sending it twice is harmless: an offset is added to a set, and an entry the
-   * window holds twice answers the same. A flush that lands after a later one cannot take a set's
-   * commit back, nor add offsets that commit has passed (dedupe-mark.lua keeps the higher one). The
-   * waits do not keep the process alive: a process that has let Redis go exits.
+   * One mark call, sent again after 0.1 s, doubling to 2 s, while Redis refuses it, until `markRetryMs`
+   * has passed. A call is sent again only once it was answered: a call that timed out may still be
+   * queued and run, and copies sent meanwhile would all land. Sending one twice is harmless anyway: an
+   * offset is added to a set, and an entry the window holds twice answers the same. A flush that lands
+   * after a later one cannot take a set's commit back, nor add offsets that commit has passed
+   * (dedupe-mark.lua keeps the higher one). The waits do not keep the process alive: a process that has
+   * let Redis go exits.
    */
   private async markRetried(args: readonly ScriptArgument[]): Promise<void> {
-    const giveUpAt = Date.now() + this.options.markRetryMs;
+    const started = Date.now();
+    const { timeoutMs, markRetryMs } = this.options;
+    const waitMs = timeoutMs === 0 ? Number.POSITIVE_INFINITY : Math.max(timeoutMs, markRetryMs);
     for (let delayMs = 100; ; delayMs = Math.min(delayMs * 2, 2000)) {
+      let unanswered = false;
       try {
-        await this.dedupeMark(...args);
+        await answeredBy(this.dedupeMark(...args), started + waitMs, () => {
+          unanswered = true;
+          return new ScriptUnavailableError('dedupeMark', `no reply within ${waitMs} ms`);
+        });
         return;
       } catch (error) {
-        if (!(error instanceof ScriptUnavailableError) || Date.now() + delayMs > giveUpAt) throw error;
+        const refused = error instanceof ScriptUnavailableError && !unanswered;
+        if (!refused || Date.now() + delayMs > started + markRetryMs) throw error;
       }
       await sleep(delayMs, undefined, { ref: false });
     }
   }
+}
+
+/** `answer`, or a rejection with `expired()` if it has not settled by `deadline` (epoch ms; Infinity: none). */
+function answeredBy<T>(answer: Promise<T>, deadline: number, expired: () => Error): Promise<T> {
+  if (deadline === Number.POSITIVE_INFINITY) return answer;
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(expired()), Math.max(0, deadline - Date.now()));
+    timer.unref();
+    answer.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
 }
 
 /**

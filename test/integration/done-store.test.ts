@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DoneStore, type DoneStoreOptions } from '../../src/pipeline/done-store.ts';
 import { defineScripts, replyFields, scriptCall } from '../../src/redis/scripts.ts';
+import { LocalRedis } from '../../src/services/index.ts';
 import { privateCluster, type TestRedis, testRedis } from '../helpers/redis.ts';
 import { startSilentServer } from '../helpers/silent-server.ts';
 
@@ -112,7 +113,7 @@ describe('DoneStore', () => {
     );
   });
 
-  it('never lowers the commit a set lies above: a flush sent again that lands after a later one lets no passed offset back', async () => {
+  it('never lowers the commit a set lies above: a flush sent again that lands after a later one, with a commit or without, lets no passed offset back', async () => {
     const s = store({ windowSeconds: 0 });
     const key = s.partitionKey(P0);
     const mark = scriptCall(redis.client, 'dedupeMark');
@@ -120,8 +121,11 @@ describe('DoneStore', () => {
     // The earlier flush, sent again once Redis took calls again: commit 5, and 7, which 9 has passed.
     await mark(1, key, 1, 60, 60, '5', '7,11', '', '');
     expect(await redis.client.zscore(key, 'commit')).toBe('9');
+    // A flush of offsets alone (no commit yet in it) adds none that the recorded commit has passed.
+    await mark(1, key, 1, 60, 60, '', '8,13', '', '');
+    expect(await redis.client.zscore(key, '8')).toBeNull();
     expect((await s.lookup([], [{ ...P0, from: '9' }])).finished.get('notifications:0')).toEqual(
-      new Set(['10', '11', '12']),
+      new Set(['10', '11', '12', '13']),
     );
     // Offsets reset to 6, below the commit: the reader reads records the set does not name, and skips none.
     expect((await s.lookup([], [{ ...P0, from: '6' }])).finished.get('notifications:0')).toEqual(new Set());
@@ -204,7 +208,7 @@ describe('DoneStore', () => {
 });
 
 describe('DoneStore on a Redis that does not answer', () => {
-  it('fails a lookup after timeoutMs, and a mark once markRetryMs has passed, rather than waiting for the connection', async () => {
+  it('fails a lookup after timeoutMs, and a mark once markRetryMs has passed (sent once: never answered), rather than waiting for the connection', async () => {
     // ioredis stays connecting and holds every call.
     const silent = await startSilentServer();
     const client = new Redis({
@@ -228,11 +232,51 @@ describe('DoneStore on a Redis that does not answer', () => {
       );
       await expect(
         hung.mark([{ ...P0, offset: '7', final: { key: 'acme order-1', outcome: 'delivered' } }]),
-      ).rejects.toThrow('script dedupeMark failed, Redis unavailable: no reply within 200 ms');
+      ).rejects.toThrow('script dedupeMark failed, Redis unavailable: no reply within 500 ms');
       await hung.settled();
     } finally {
       client.disconnect();
       await silent.close();
+    }
+  });
+});
+
+describe('DoneStore on a Redis that answers late', () => {
+  it('never sends a mark again while the call is unanswered: the late call lands once', async () => {
+    // A private server: its writers are paused, which would hold every other test's calls too.
+    const server = await LocalRedis.start();
+    const client = new Redis(server.url);
+    const admin = new Redis(server.url);
+    try {
+      const late = new DoneStore(client, {
+        prefix: 'late',
+        groupId: 'group',
+        windowSeconds: 60,
+        markCoalesceMs: 0,
+        timeoutMs: 200,
+        markRetryMs: 5000,
+      });
+      // Script calls Redis ran (an EVALSHA refused with NOSCRIPT is counted apart, as a failed call).
+      const calls = async () => {
+        const stats = await admin.info('commandstats');
+        return [...stats.matchAll(/^cmdstat_eval(?:sha)?:calls=(\d+),.*failed_calls=(\d+)/gm)].reduce(
+          (sum, [, ran, failed]) => sum + Number(ran) - Number(failed),
+          0,
+        );
+      };
+      const before = await calls();
+      // Redis holds every call that may write (a script) for 1.5 s, answering none: the call waits
+      // past timeoutMs, and any copy sent meanwhile would run too once the pause ends.
+      await admin.client('PAUSE', 1500, 'WRITE');
+      await late.mark([{ ...P0, offset: '7', final: { key: 'acme order-1', outcome: 'delivered' } }]);
+      expect(await calls()).toBe(before + 1);
+      expect((await late.lookup(['acme order-1'], [P0])).done).toEqual(
+        new Map([['acme order-1', 'delivered']]),
+      );
+    } finally {
+      client.disconnect();
+      admin.disconnect();
+      await server.dispose();
     }
   });
 });
