@@ -38,9 +38,8 @@ export function answerClientError(
                 message: 'the request headers are larger than 16 KiB, or more than 1000 fields',
               },
             ]
-        : error.code === 'HPE_PAUSED_H2_UPGRADE' || isUnreadVersion(requestLineVersion(error))
-          ? // The HTTP/2 preface (`PRI * HTTP/2.0`), `HTTP/3.0`, whatever else the parser disliked; and
-            // `HTTP/1.2`, which RFC 9112 §2.3 would have read as 1.1 but Node's parser refuses.
+        : error.code === 'HPE_PAUSED_H2_UPGRADE' || isOtherMajorVersion(requestLineMajorVersion(error))
+          ? // The HTTP/2 preface (`PRI * HTTP/2.0`), `HTTP/3.0`: whatever else the parser disliked.
             [505, HTTP_VERSION_NOT_SUPPORTED]
           : error.code === 'HPE_INVALID_METHOD'
             ? // RFC 9110 §9.1: a method the server does not recognize SHOULD be answered 501.
@@ -69,26 +68,20 @@ function overflowedInRequestLine(
   return /^[!#$%&'*+.^_`|~0-9A-Za-z-]+ /.test(text.slice(lineStart));
 }
 
-/** Whether a request line's version is one Node's parser does not read: not 1.0 or 1.1. */
-function isUnreadVersion(version: { major: string; minor: string } | undefined): boolean {
-  return (
-    version !== undefined && !(version.major === '1' && (version.minor === '0' || version.minor === '1'))
-  );
+function isOtherMajorVersion(major: string | undefined): boolean {
+  return major !== undefined && major !== '1';
 }
 
 /**
- * The version named by the request line the parser failed in (`HTTP/3.0`: 3 and 0), or undefined when
- * the line cannot be told.
+ * The major version named by the request line the parser failed in (`HTTP/3.0`: "3"), or undefined
+ * when the line cannot be told. A minor version the parser does not know (`HTTP/1.2`) stays a 400.
  */
-function requestLineVersion(
-  error: Error & { rawPacket?: unknown; bytesParsed?: unknown },
-): { major: string; minor: string } | undefined {
+function requestLineMajorVersion(error: Error & { rawPacket?: unknown; bytesParsed?: unknown }) {
   if (!Buffer.isBuffer(error.rawPacket) || typeof error.bytesParsed !== 'number') return undefined;
   const text = error.rawPacket.toString('latin1');
   const start = text.lastIndexOf('\n', error.bytesParsed - 1) + 1;
   const line = /^[^\r\n]*/.exec(text.slice(start))?.[0] ?? '';
-  const match = / HTTP\/(\d+)\.(\d+)$/.exec(line);
-  return match ? { major: match[1] as string, minor: match[2] as string } : undefined;
+  return / HTTP\/(\d+)\.\d+$/.exec(line)?.[1];
 }
 
 /** Writes one answer in the API's error shape straight to the socket, then closes the connection. */

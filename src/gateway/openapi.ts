@@ -88,7 +88,7 @@ function errorTypes(options: OpenApiOptions) {
         'the gateway is shutting down and took nothing (`Retry-After: 1`; the connection is closed): send the request again, another instance takes it.',
     },
     '505': {
-      'http-version-not-supported': `the request line names an HTTP version other than 1.0 and 1.1 (\`HTTP/2.0\`, \`HTTP/1.2\`); ${beforeBody}. Speak HTTP/1.1.`,
+      'http-version-not-supported': `the request line names an HTTP version other than 1.x (\`HTTP/2.0\`); ${beforeBody}. Speak HTTP/1.1.`,
     },
   } satisfies Record<string, Record<string, string>>;
 }
@@ -236,7 +236,7 @@ export function openApiDocument(options: OpenApiOptions): Json {
               ...rateLimitHeaders,
               'Retry-After': { $ref: '#/components/headers/Retry-After' },
             }),
-            '505': problem('505', 'An HTTP version other than 1.0 and 1.1; the connection is closed.'),
+            '505': problem('505', 'An HTTP version other than 1.x; the connection is closed.'),
           },
         },
       },
