@@ -188,7 +188,17 @@ export const gatewayConfigSchema = configSchema
   .refine((c) => c.AQUEDUCT_GATEWAY_HEADERS_TIMEOUT_MS <= c.AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS, {
     path: ['AQUEDUCT_GATEWAY_HEADERS_TIMEOUT_MS'],
     message: 'must not be larger than AQUEDUCT_GATEWAY_REQUEST_TIMEOUT_MS',
-  });
+  })
+  // Smaller, a body of the largest size would be refused (503) even with nothing else being read.
+  .refine(
+    (c) =>
+      c.AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES === undefined ||
+      c.AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES >= c.AQUEDUCT_GATEWAY_MAX_BODY_BYTES,
+    {
+      path: ['AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES'],
+      message: 'must be at least AQUEDUCT_GATEWAY_MAX_BODY_BYTES (one body of the largest size)',
+    },
+  );
 
 export type GatewayConfig = z.output<typeof gatewayConfigSchema>;
 export type GatewayConfigInput = z.input<typeof gatewayConfigSchema>;

@@ -89,7 +89,8 @@ export function boundPipelining(
       lanes.set(socket, lane);
     }
     if (lane.over) return;
-    if (lane.waiting.length + 1 >= limits.pending) {
+    // Received and not answered: the one in the app, those waiting, and this one.
+    if ((lane.busy ? 1 : 0) + lane.waiting.length + 1 > limits.pending) {
       lane.over = true;
       hold(lane, socket);
       onRefused(429);

@@ -47,6 +47,7 @@ describe('bounded server: pipelining', () => {
   it.each([
     ['by default', {}, 256],
     ['with maxPipelined (AQUEDUCT_GATEWAY_MAX_PIPELINED)', { maxPipelined: 10 }, 10],
+    ['with maxPipelined 1: no pipelining, one request at a time', { maxPipelined: 1 }, 1],
   ])(
     'works on the pipelined requests of a connection one at a time, answers them in order, and refuses those beyond what may wait with 429 before closing, %s',
     async (_name, limits, pending) => {
