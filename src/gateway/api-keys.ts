@@ -82,7 +82,7 @@ const MALFORMED_BEARER = Symbol('malformed bearer credentials');
  * The key a request presents. A field of the Bearer scheme must hold exactly one key (RFC 6750 §2.1,
  * `"Bearer" 1*SP b64token`); one that does not is malformed (§3.1 `invalid_request`), never read as
  * no key. A field of another scheme is no Bearer key at all (§3.1: an unsupported method is a missing
- * credential), and `X-API-Key` may still name one.
+ * credential); the app refuses it beside `X-API-Key` (see credentialFieldLines).
  */
 function presentedKey(headers: {
   authorization?: string | undefined;

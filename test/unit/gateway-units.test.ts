@@ -216,10 +216,10 @@ describe('gateway: API keys', () => {
       });
     }
     expect(keys.authenticate({ authorization: 'BEARER  k-acme ' })).toEqual({ ok: true, tenant: 'acme' });
-    // Another scheme carries no Bearer key; the other field may.
-    expect(keys.authenticate({ authorization: 'Bearerish k', 'x-api-key': 'k-acme' })).toEqual({
-      ok: true,
-      tenant: 'acme',
+    // Another scheme carries no Bearer key (beside X-API-Key the app refuses the two as ambiguous first).
+    expect(keys.authenticate({ authorization: 'Bearerish k-acme' })).toMatchObject({
+      ok: false,
+      reason: 'missing',
     });
   });
 });
@@ -278,6 +278,10 @@ describe('gateway: configuration', () => {
     [{ AQUEDUCT_GATEWAY_MAX_BATCH: '0' }, /AQUEDUCT_GATEWAY_MAX_BATCH: /],
     [{ AQUEDUCT_GATEWAY_MAX_PIPELINED: '0' }, /AQUEDUCT_GATEWAY_MAX_PIPELINED: /],
     [{ AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES: '1.5' }, /AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES: /],
+    [
+      { AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES: '1000', AQUEDUCT_GATEWAY_MAX_BODY_BYTES: '2000' },
+      /AQUEDUCT_GATEWAY_BODY_MEMORY_BYTES: must be at least AQUEDUCT_GATEWAY_MAX_BODY_BYTES/,
+    ],
     [{ AQUEDUCT_TENANT_RATE: 'fast' }, /AQUEDUCT_TENANT_RATE: /],
   ])('names the bad field of %j', (env, message) => {
     expect(() => loadGatewayConfig(env)).toThrow(message);
