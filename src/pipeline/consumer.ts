@@ -283,9 +283,12 @@ export class NotificationConsumer {
     });
   }
 
-  /** The main topic's partition count from the brokers, or undefined when they could not say. */
+  /**
+   * The main topic's partition count from the brokers, or undefined when they could not say. Asked
+   * once, without kafkajs' retries: the count read before stays meanwhile, and a stop waits for this.
+   */
   private async readPartitionCount(): Promise<number | undefined> {
-    const admin = this.deps.kafka.admin();
+    const admin = this.deps.kafka.admin({ retry: { retries: 0 } });
     try {
       await admin.connect();
       const [metadata] = (await admin.fetchTopicMetadata({ topics: [this.topics.main] })).topics;
@@ -462,10 +465,10 @@ export class NotificationConsumer {
         // The last steps' done-marks are not waited for by the steps themselves: they land before Redis
         // is let go.
         await this.processor.marksSettled();
-        await this.partitionCountRead;
         if (stuck.length === 0) await Promise.all(this.members.map((member) => member.consumer.disconnect()));
         await this.pools.closeAll();
         await this.producer.disconnect();
+        await this.partitionCountRead;
       };
       if (!(await within(Math.max(0, started + timeoutMs - Date.now()), rest()))) {
         stuck.push('done-marks, refunds and producer disconnect');
