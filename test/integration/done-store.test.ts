@@ -22,8 +22,9 @@ afterAll(async () => {
 });
 
 let stores = 0;
-function store(options: Partial<DoneStoreOptions> = {}): DoneStore {
-  return new DoneStore(redis.client, {
+/** A store of its own prefix, on the run's Redis unless another client is given. */
+function store(options: Partial<DoneStoreOptions> = {}, client: Redis = redis.client): DoneStore {
+  return new DoneStore(client, {
     prefix: `${redis.prefix}s${stores++}`,
     groupId: 'group',
     windowSeconds: 60,
@@ -219,14 +220,7 @@ describe('DoneStore on a Redis that does not answer', () => {
     });
     client.on('error', () => {});
     try {
-      const hung = new DoneStore(client, {
-        prefix: 'silent',
-        groupId: 'group',
-        windowSeconds: 60,
-        markCoalesceMs: 0,
-        timeoutMs: 200,
-        markRetryMs: 500,
-      });
+      const hung = store({ timeoutMs: 200, markRetryMs: 500 }, client);
       await expect(hung.lookup(['acme order-1'], [P0])).rejects.toThrow(
         'script dedupeCheck failed, Redis unavailable: no reply within 200 ms',
       );
@@ -248,14 +242,7 @@ describe('DoneStore on a Redis that answers late', () => {
     const client = new Redis(server.url);
     const admin = new Redis(server.url);
     try {
-      const late = new DoneStore(client, {
-        prefix: 'late',
-        groupId: 'group',
-        windowSeconds: 60,
-        markCoalesceMs: 0,
-        timeoutMs: 200,
-        markRetryMs: 5000,
-      });
+      const late = store({ timeoutMs: 200, markRetryMs: 5000 }, client);
       // Script calls Redis ran (an EVALSHA refused with NOSCRIPT is counted apart, as a failed call).
       const calls = async () => {
         const stats = await admin.info('commandstats');
