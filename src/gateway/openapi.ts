@@ -27,7 +27,7 @@ function errorTypes(options: OpenApiOptions) {
       'duplicate-id': 'two events of the request have one id.',
       'body-too-fragmented':
         'the body came in more pieces (chunks, or packets) than its size allows: more than the body limit / 256, at least 1024; the connection is closed.',
-      'ambiguous-api-key': `more than one API key: two \`Authorization\` fields, two \`X-API-Key\` fields, or one of each (\`WWW-Authenticate\` says \`error="invalid_request"\`); ${beforeBody}.`,
+      'ambiguous-api-key': `more than one API key: two \`Authorization\` fields (of any scheme), two \`X-API-Key\` fields, or one of each (\`WWW-Authenticate\` says \`error="invalid_request"\`); ${beforeBody}.`,
       'malformed-api-key': `an \`Authorization: Bearer\` field with no key or more than one word (\`WWW-Authenticate\` says \`error="invalid_request"\`); ${beforeBody}.`,
       'bad-request':
         'the request breaks HTTP/1.1 framing (two different `Content-Length`s, `Transfer-Encoding` with `Content-Length` or not ending in `chunked`, a bad chunk, `Transfer-Encoding` in HTTP/1.0, a target with a fragment or a `%` not followed by two hex digits), has no `Host` field in HTTP/1.1, more than one or an invalid one, or more than one `Content-Type`; answered before any route, and the connection is closed.',
